@@ -1,0 +1,77 @@
+"""``ElmoEmbedder``: the AllenNLP-style public API for computing ELMo layers of token lists."""
+from __future__ import annotations
+
+from typing import Iterable, Iterator, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+from .chars import batch_to_char_ids
+from .loading import PathOrUrl, load_bilm
+
+
+class ElmoEmbedder:
+    """Compute ELMo layers for tokenized sentences with a frozen biLM.
+
+    options_file, weight_file: paths or http(s)/s3 URLs of the bilm-tf/AllenNLP files.
+    device: torch device to run on (``"cpu"``, ``"cuda"``, ``"cuda:1"``...).
+
+    Every sentence starts from a zero LSTM state, so a sentence gets the same vectors in any batch
+    (AllenNLP's ``ElmoEmbedder`` carried state between batches).
+    """
+
+    def __init__(self, options_file: PathOrUrl, weight_file: PathOrUrl, device: str = "cpu"):
+        self.device = torch.device(device)
+        self.model = load_bilm(options_file, weight_file).to(self.device).eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+
+    @property
+    def n_layers(self) -> int:
+        """Number of ELMo layers (token layer plus LSTM layers)."""
+        return self.model.n_output_layers
+
+    def embed_batch(self, batch: Sequence[Sequence[str]], top_layer: Optional[int] = None) -> List[np.ndarray]:
+        """One float32 array ``[top_layer + 1, n_tokens, 2 * projection_dim]`` per sentence.
+
+        top_layer: return layers ``0..top_layer`` only; LSTM layers above it are not computed.
+        """
+        batch = [_check_sentence(s, i) for i, s in enumerate(batch)]
+        top = self.model.check_top_layer(top_layer)
+        if not batch:
+            return []
+        max_chars = self.model.options.char_cnn.max_characters_per_token
+        char_ids = torch.from_numpy(batch_to_char_ids(batch, max_chars)).to(self.device)
+        lengths = torch.tensor([len(s) for s in batch], dtype=torch.int64)
+        with torch.inference_mode():
+            layers = self.model(char_ids, lengths, top_layer=top).cpu().numpy()
+        return [np.ascontiguousarray(layers[:, i, : len(s)]) for i, s in enumerate(batch)]
+
+    def embed_sentence(self, sentence: Sequence[str], top_layer: Optional[int] = None) -> np.ndarray:
+        """ELMo layers of one sentence: ``[top_layer + 1, n_tokens, 2 * projection_dim]``."""
+        return self.embed_batch([sentence], top_layer=top_layer)[0]
+
+    def embed_sentences(
+        self, sentences: Iterable[Sequence[str]], batch_size: int = 64, top_layer: Optional[int] = None
+    ) -> Iterator[np.ndarray]:
+        """Yield one array per sentence, in input order, computing ``batch_size`` at a time."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        chunk: List[Sequence[str]] = []
+        for sentence in sentences:
+            chunk.append(sentence)
+            if len(chunk) == batch_size:
+                yield from self.embed_batch(chunk, top_layer=top_layer)
+                chunk = []
+        if chunk:
+            yield from self.embed_batch(chunk, top_layer=top_layer)
+
+
+def _check_sentence(sentence: Sequence[str], index: int) -> List[str]:
+    if isinstance(sentence, str):
+        raise TypeError(f"sentence {index} is a str; pass a list of tokens (e.g. text.split())")
+    tokens = list(sentence)
+    for j, token in enumerate(tokens):
+        if not isinstance(token, str):
+            raise TypeError(f"sentence {index}, token {j} is {type(token).__name__} {token!r}, expected str")
+    return tokens

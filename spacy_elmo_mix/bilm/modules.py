@@ -1,0 +1,218 @@
+"""The ELMo biLM as plain PyTorch modules (no thinc, no spaCy).
+
+Parameters keep the bilm-tf conventions (TF gate order i, j, f, o with the +1 forget bias added at
+run time, highway ``carry`` gate as in TF), so loading and saving ``weights.hdf5`` are plain copies and
+a round trip is bit-identical.
+
+Batches are processed in PyTorch's packed layout: sentences sorted by length, one row per real
+position and time step, so no work is done on padding. The input projection of each LSTM is one
+matrix product over all positions; the recurrence then touches only the rows still active. The
+backward LSTMs read each sentence reversed (a permutation of the packed rows), so both directions
+share one implementation. Every sentence starts from a zero state: results do not depend on batching.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+from .chars import sentence_markers
+from .options import BiLMOptions, CharCNNOptions, LSTMOptions
+
+
+class Highway(nn.Module):
+    """``y = c * relu(W_t x + b_t) + (1 - c) * x`` with ``c = sigmoid(W_c x + b_c)`` (bilm-tf's carry gate).
+
+    ``weight`` stacks ``W_t`` above ``W_c`` (each ``[dim, dim]``, torch ``Linear`` orientation).
+    """
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(2 * dim, dim))
+        self.bias = nn.Parameter(torch.zeros(2 * dim))
+        nn.init.normal_(self.weight, std=(1.0 / dim) ** 0.5)
+
+    def forward(self, x: Tensor) -> Tensor:
+        transform, carry = torch.nn.functional.linear(x, self.weight, self.bias).chunk(2, dim=-1)
+        # sigmoid(-z) = 1 - c, computed as AllenNLP does (it stores -W_carry).
+        keep = torch.sigmoid(-carry)
+        return keep * x + (1 - keep) * torch.relu(transform)
+
+
+class CharCNN(nn.Module):
+    """Character embedding, convolutions with max-pooling, highway layers and a linear projection."""
+
+    def __init__(self, opts: CharCNNOptions, output_dim: int):
+        super().__init__()
+        self.opts = opts
+        # Row 0 (padding) stays zero; rows 1.. are the file's ``char_embed`` rows.
+        self.char_embedding = nn.Parameter(torch.empty(262, opts.char_embedding_dim).uniform_(-1, 1))
+        with torch.no_grad():
+            self.char_embedding[0].zero_()
+        self.convolutions = nn.ModuleList(
+            nn.Conv1d(opts.char_embedding_dim, n, kernel_size=w) for w, n in opts.filters
+        )
+        self.highways = nn.ModuleList(Highway(opts.n_filters) for _ in range(opts.n_highway))
+        self.projection = nn.Linear(opts.n_filters, output_dim)
+        self.activation = torch.relu if opts.activation == "relu" else torch.tanh
+
+    def forward(self, char_ids: Tensor) -> Tensor:
+        """``[n_words, max_chars]`` character ids -> ``[n_words, output_dim]`` token vectors."""
+        x = torch.nn.functional.embedding(char_ids, self.char_embedding).transpose(1, 2)
+        x = torch.cat([self.activation(conv(x).amax(dim=-1)) for conv in self.convolutions], dim=-1)
+        for highway in self.highways:
+            x = highway(x)
+        return self.projection(x)
+
+
+class LSTMLayer(nn.Module):
+    """One direction of one layer: LSTM with cell clipping, a projection and projection clipping.
+
+    Parameters in bilm-tf's gate order (i, j, f, o), ``Linear`` orientation:
+    ``w_input [4*dim, input_dim]``, ``w_recurrent [4*dim, projection_dim]``, ``bias [4*dim]`` (without
+    the +1 forget bias, which is added at run time), ``w_projection [projection_dim, dim]``.
+    """
+
+    def __init__(self, input_dim: int, opts: LSTMOptions):
+        super().__init__()
+        dim, proj = opts.dim, opts.projection_dim
+        self.dim, self.cell_clip, self.proj_clip = dim, opts.cell_clip, opts.proj_clip
+        self.w_input = nn.Parameter(torch.empty(4 * dim, input_dim))
+        self.w_recurrent = nn.Parameter(torch.empty(4 * dim, proj))
+        self.bias = nn.Parameter(torch.zeros(4 * dim))
+        self.w_projection = nn.Parameter(torch.empty(proj, dim))
+        for w in (self.w_input, self.w_recurrent, self.w_projection):
+            nn.init.uniform_(w, -(1.0 / w.shape[1]) ** 0.5, (1.0 / w.shape[1]) ** 0.5)
+        forget = torch.zeros(4 * dim)
+        forget[2 * dim : 3 * dim] = 1.0
+        self.register_buffer("forget_bias", forget, persistent=False)
+
+    def forward(self, x: Tensor, batch_sizes: List[int]) -> Tensor:
+        """Packed input ``[n_rows, input_dim]`` -> packed output ``[n_rows, projection_dim]``."""
+        dim = self.dim
+        # Same summation order as AllenNLP: (x W_in) + (h W_rec + b), with the +1 folded into b.
+        projected = torch.mm(x, self.w_input.t())
+        bias = self.bias + self.forget_bias
+        w_rec, w_proj = self.w_recurrent.t(), self.w_projection.t()
+        h = x.new_zeros(batch_sizes[0], w_proj.shape[1])
+        c = x.new_zeros(batch_sizes[0], dim)
+        outputs = []
+        start = 0
+        for n in batch_sizes:
+            gates = torch.addmm(bias, h[:n], w_rec).add_(projected[start : start + n])
+            start += n
+            i, j, f, o = gates.split(dim, dim=1)
+            c = torch.addcmul(torch.sigmoid(i) * torch.tanh(j), torch.sigmoid(f), c[:n])
+            if self.cell_clip:
+                c = c.clamp(-self.cell_clip, self.cell_clip)
+            h = torch.mm(torch.sigmoid(o) * torch.tanh(c), w_proj)
+            if self.proj_clip:
+                h = h.clamp(-self.proj_clip, self.proj_clip)
+            outputs.append(h)
+        return torch.cat(outputs)
+
+
+class BiLM(nn.Module):
+    """The ELMo bidirectional language model: char-CNN token vectors and two stacks of LSTMs.
+
+    ``forward`` returns all ELMo layers (layer 0: the token vector twice; layer k: the k-th LSTM
+    layer's forward and backward outputs), with ``<S>``/``</S>`` added and removed internally.
+    """
+
+    def __init__(self, options: BiLMOptions):
+        super().__init__()
+        self.options = options
+        lstm = options.lstm
+        self.char_cnn = CharCNN(options.char_cnn, lstm.projection_dim)
+        # stacks[0] reads left to right, stacks[1] right to left; layers never mix directions.
+        self.stacks = nn.ModuleList(
+            nn.ModuleList(LSTMLayer(lstm.projection_dim, lstm) for _ in range(lstm.n_layers))
+            for _direction in range(2)
+        )
+        markers = torch.from_numpy(sentence_markers(options.char_cnn.max_characters_per_token))
+        self.register_buffer("markers", markers, persistent=False)
+
+    @property
+    def n_output_layers(self) -> int:
+        return self.options.n_output_layers
+
+    def forward(self, char_ids: Tensor, lengths: Tensor, top_layer: Optional[int] = None) -> Tensor:
+        """Compute ELMo layers ``0..top_layer`` (default: all); higher LSTM layers are not run.
+
+        char_ids: ``[batch, max_len, max_chars]`` ids from :func:`batch_to_char_ids`.
+        lengths: ``[batch]`` number of tokens per sentence (0 allowed).
+        Returns ``[top_layer + 1, batch, max_len, 2 * projection_dim]``; positions past a
+        sentence's length are zero.
+        """
+        top = self.check_top_layer(top_layer)
+        batch, max_len, _ = char_ids.shape
+        out_dim = self.options.output_dim
+        if batch == 0 or max_len == 0:
+            return char_ids.new_zeros((top + 1, batch, max_len, out_dim), dtype=torch.float32)
+        packed = self._pack_with_markers(char_ids, lengths.to("cpu", torch.int64))
+        batch_sizes = packed.batch_sizes.tolist()
+        unique_words, inverse = torch.unique(packed.data, dim=0, return_inverse=True)
+        tokens = self.char_cnn(unique_words)[inverse]
+        reverse = _reversal_permutation(packed.batch_sizes, lengths.to("cpu", torch.int64) + 2).to(tokens.device)
+        layers = [torch.cat([tokens, tokens], dim=-1)]
+        forward_x, backward_x = tokens, tokens[reverse]
+        for k in range(top):
+            forward_out = self.stacks[0][k](forward_x, batch_sizes)
+            backward_out = self.stacks[1][k](backward_x, batch_sizes)
+            if k > 0 and self.options.lstm.use_skip_connections:
+                forward_out = forward_out + forward_x
+                backward_out = backward_out + backward_x
+            layers.append(torch.cat([forward_out, backward_out[reverse]], dim=-1))
+            forward_x, backward_x = forward_out, backward_out
+        stacked = torch.cat(layers, dim=-1)  # [rows, (top + 1) * out_dim]
+        padded, _ = pad_packed_sequence(
+            PackedSequence(stacked, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices),
+            batch_first=True,
+            total_length=max_len + 2,
+        )
+        positions = torch.arange(max_len, device=padded.device)
+        inside = (positions[None, :] < lengths.to(padded.device)[:, None]).unsqueeze(-1)
+        body = padded[:, 1 : max_len + 1] * inside
+        return body.reshape(batch, max_len, top + 1, out_dim).permute(2, 0, 1, 3)
+
+    def check_top_layer(self, top_layer: Optional[int]) -> int:
+        n_lstm = self.options.lstm.n_layers
+        if top_layer is None:
+            return n_lstm
+        if isinstance(top_layer, bool) or not isinstance(top_layer, int) or not 0 <= top_layer <= n_lstm:
+            raise ValueError(
+                f"top_layer={top_layer!r} is not available: this biLM has layers 0..{n_lstm} "
+                f"(0 = token vectors, 1..{n_lstm} = LSTM layers)"
+            )
+        return top_layer
+
+    def _pack_with_markers(self, char_ids: Tensor, lengths: Tensor) -> PackedSequence:
+        batch, max_len, max_chars = char_ids.shape
+        if lengths.shape != (batch,) or int(lengths.min()) < 0 or int(lengths.max()) > max_len:
+            raise ValueError(f"lengths must be {batch} values in 0..{max_len}, got {lengths.tolist()}")
+        ids = char_ids.new_zeros((batch, max_len + 2, max_chars))
+        ids[:, 1 : max_len + 1] = char_ids
+        ids[:, 0] = self.markers[0]
+        ids[torch.arange(batch), lengths + 1] = self.markers[1]
+        return pack_padded_sequence(ids, lengths + 2, batch_first=True, enforce_sorted=False)
+
+
+def _reversal_permutation(batch_sizes: Tensor, lengths: Tensor) -> Tensor:
+    """Index that maps each packed row (sentence b, time t) to the row of (b, length_b - 1 - t).
+
+    Rows are in the packed order of a batch sorted by decreasing length; ``lengths`` may be in any
+    order (only their sorted values matter).
+    """
+    sorted_lengths = lengths.sort(descending=True).values
+    offsets = torch.cumsum(batch_sizes, 0) - batch_sizes  # first packed row of each time step
+    steps = torch.arange(int(sorted_lengths[0]))
+    row_of = offsets[None, :] + torch.arange(len(sorted_lengths))[:, None]  # [batch, time]
+    valid = steps[None, :] < sorted_lengths[:, None]
+    mirrored = (sorted_lengths[:, None] - 1 - steps[None, :]).clamp(min=0)
+    source = row_of[valid]
+    target = row_of.gather(1, mirrored)[valid]
+    reverse = torch.empty_like(source)
+    reverse[source] = target
+    return reverse
