@@ -1,0 +1,44 @@
+"""``python -m spacy_elmo_mix COMMAND [ARGS]``: the package's command line.
+
+Each command lives in its own module under ``spacy_elmo_mix.cli`` and exposes ``main(argv) -> int``;
+modules are imported only when their command runs.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import List, Optional
+
+COMMANDS = {
+    "embed": ("spacy_elmo_mix.cli.embed", "print ELMo layers for sentences (options/weights files or the default model)"),
+    "demo": ("spacy_elmo_mix.cli.demo", "run the demo workflow (the README's main job)"),
+    "weights": ("spacy_elmo_mix.cli.weights", "print the learned layer weights of a trained pipeline"),
+    "pretrain": ("spacy_elmo_mix.cli.pretrain", "pretrain an ELMo biLM on plain text and export it"),
+    "cache": ("spacy_elmo_mix.cli.cache", "precompute the ELMo layer cache for .spacy corpora"),
+    "convert": ("spacy_elmo_mix.cli.convert", "convert CoNLL / WNUT / CoNLL-U data to .spacy files"),
+    "compare": ("spacy_elmo_mix.cli.compare", "tabulate, test and plot the results of the scheme comparison"),
+    "grid": ("spacy_elmo_mix.cli.grid", "train and evaluate a grid of datasets x schemes x seeds"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: python -m spacy_elmo_mix COMMAND [ARGS]  (COMMAND --help for its options)", "", "commands:"]
+    lines += [f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

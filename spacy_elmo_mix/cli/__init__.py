@@ -1,0 +1,1 @@
+"""Command-line commands; see ``spacy_elmo_mix.__main__``."""
