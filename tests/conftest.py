@@ -1,0 +1,36 @@
+"""Shared test fixtures: locations of the read-only data in ../shared (skipped when absent)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("SPACY_ELMO_MIX_SHARED", REPO.parent / "shared"))
+FIXTURES = SHARED / "elmo_fixtures"
+DATA = SHARED / "data"
+
+
+def _require(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"{path} is absent: the shared ELMo fixtures/data are not available on this machine")
+    return path
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    """``../shared/elmo_fixtures`` (tiny ELMo models with reference outputs)."""
+    return _require(FIXTURES)
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """``../shared/data`` (CoNLL-2003, WNUT16, CoNLL-2000, UD EWT, raw text)."""
+    return _require(DATA)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_files(fixtures_dir):
+    """(options.json, weights.hdf5) of the trained tiny bilm-tf fixture model."""
+    return fixtures_dir / "tf_fixture" / "options.json", fixtures_dir / "tf_fixture" / "lm_weights.hdf5"
