@@ -1,5 +1,241 @@
-"""The ``elmo`` pipeline component (being written)."""
+"""The ``elmo`` pipeline component: computes ELMo layers once and shares them with listeners.
+
+Per ``Doc`` it stores every computed layer in ``doc._.elmo_layers`` (a float32 numpy array
+``[k + 1, n_tokens, width]``: layer 0 = the char-CNN token vector twice, 1..k = the LSTM layers) and
+writes its own fixed combination of them (``scheme``) to ``doc.tensor``, so ``token.vector``,
+``doc.vector`` and ``similarity`` use ELMo without any training. Components that listen to it
+(``spacy-elmo-mix.ElmoListener.v1``) each learn their own combination.
+
+Only the layers something needs are computed: ``k`` is the highest layer used by ``scheme`` and by
+every listener, so a pipeline whose schemes use layers 0 and 1 never runs the top LSTM.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional
+
+import srsly
+from spacy import util
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.tokens import Doc
+from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.vocab import Vocab
+from thinc.api import Model, Optimizer
+from thinc.types import Floats3d
+
+from .layers.listener import DOC_ATTR, ElmoListener
+from .layers.scalar_mix import max_layer, resolve_layers
+
+DEFAULT_CONFIG_STR = """
+[elmo]
+set_tensor = true
+
+[elmo.model]
+@architectures = "spacy-elmo-mix.BiLM.v1"
+options_file = null
+weight_file = null
+frozen = true
+batch_size = 64
+max_length = 256
+
+[elmo.scheme]
+@layers = "spacy-elmo-mix.ScalarMix.v1"
+layers = null
+trainable = false
+trainable_gamma = false
+"""
 
 
-def make_elmo(*args, **kwargs):
-    raise NotImplementedError
+def _default_config() -> dict:
+    from thinc.api import Config
+
+    return Config().from_str(DEFAULT_CONFIG_STR)["elmo"]
+
+
+def install_extensions() -> None:
+    """Register ``Doc._.elmo_layers`` (idempotent)."""
+    if not Doc.has_extension(DOC_ATTR):
+        Doc.set_extension(DOC_ATTR, default=None)
+
+
+@Language.factory("elmo", default_config=_default_config())
+def make_elmo(nlp: Language, name: str, model: Model, scheme: Model, set_tensor: bool) -> "Elmo":
+    """Create the ``elmo`` component.
+
+    model: the biLM (``spacy-elmo-mix.BiLM.v1``: its files, ``frozen``, batch size, max length).
+    scheme: the fixed weighting scheme for ``doc.tensor`` (default: average of all layers); it is
+        not trained by this component.
+    set_tensor: write the scheme's vectors to ``doc.tensor``.
+    """
+    return Elmo(nlp.vocab, model, scheme, name=name, set_tensor=set_tensor)
+
+
+class Elmo(TrainablePipe):
+    """Computes ELMo layers for docs and broadcasts them to listening components."""
+
+    def __init__(self, vocab: Vocab, model: Model, scheme: Model, name: str = "elmo", set_tensor: bool = True):
+        self.vocab = vocab
+        self.model = model
+        self.scheme = scheme
+        self.name = name
+        self.set_tensor = set_tensor
+        self.listener_map: Dict[str, List[ElmoListener]] = {}
+        self.cfg: Dict = {}
+        install_extensions()
+
+    # -- listeners (spaCy's listened-to-component protocol) --------------------------------------
+    @property
+    def listeners(self) -> List[ElmoListener]:
+        return [m for c in self.listening_components for m in self.listener_map[c]]
+
+    @property
+    def listening_components(self) -> List[str]:
+        return list(self.listener_map.keys())
+
+    def add_listener(self, listener: ElmoListener, component_name: str) -> None:
+        self.listener_map.setdefault(component_name, [])
+        if listener not in self.listener_map[component_name]:
+            self.listener_map[component_name].append(listener)
+        listener.upstream = self
+
+    def remove_listener(self, listener: ElmoListener, component_name: str) -> bool:
+        if listener in self.listener_map.get(component_name, []):
+            self.listener_map[component_name].remove(listener)
+            if not self.listener_map[component_name]:
+                del self.listener_map[component_name]
+            listener.upstream = None
+            return True
+        return False
+
+    def find_listeners(self, component) -> None:
+        """Connect the ``ElmoListener`` layers in ``component``'s model that name this component."""
+        model = getattr(component, "model", None)
+        if not isinstance(model, Model):
+            return
+        for node in model.walk():
+            if isinstance(node, ElmoListener) and node.upstream_name in ("*", self.name):
+                self.add_listener(node, component.name)
+
+    # -- computing ------------------------------------------------------------------------------
+    def required_top_layer(self) -> Optional[int]:
+        """The highest layer needed by the scheme and the listeners (``None``: all)."""
+        needs = [l.max_layer for l in self.listeners]
+        if self.set_tensor:
+            needs.append(max_layer(self.scheme))
+        return None if not needs or None in needs else max(needs)
+
+    def compute_layers(self, docs: List[Doc], is_train: bool = False):
+        """ELMo layers of ``docs`` (and, when ``is_train``, the backprop callback)."""
+        self.model.attrs["top_layer"] = self.required_top_layer()
+        if is_train:
+            return self.model.begin_update(docs)
+        return self.model.predict(docs)
+
+    def predict(self, docs: Iterable[Doc]) -> List[Floats3d]:
+        return self.compute_layers(list(docs))
+
+    def set_annotations(self, docs: Iterable[Doc], layers: List[Floats3d]) -> None:
+        docs = list(docs)
+        mixed = self.scheme.predict(layers) if self.set_tensor and docs else None
+        for i, (doc, doc_layers) in enumerate(zip(docs, layers)):
+            doc._.set(DOC_ATTR, self.model.ops.to_numpy(doc_layers))
+            if mixed is not None:
+                doc.tensor = self.model.ops.to_numpy(mixed[i])
+
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+    ) -> Dict[str, float]:
+        """Compute the layers with gradient tracking (unless frozen) and send them to the listeners.
+
+        The gradients of all listeners are summed; the last listener's backward call runs the
+        single backward pass through the biLM and the optimizer step.
+        """
+        losses = {} if losses is None else losses
+        losses.setdefault(self.name, 0.0)
+        examples = list(examples)
+        validate_examples(examples, "Elmo.update")
+        docs = [eg.predicted for eg in examples]
+        if not docs:
+            return losses
+        layers, bilm_backprop = self.compute_layers(docs, is_train=True)
+        frozen = self.model.attrs["frozen"]
+        accumulated: List[Optional[List[Floats3d]]] = [None]
+
+        def accumulate_gradient(d_layers: List[Floats3d]) -> None:
+            if frozen:
+                return
+            if accumulated[0] is None:
+                accumulated[0] = [d.copy() for d in d_layers]
+            else:
+                for total, d in zip(accumulated[0], d_layers):
+                    total += d
+
+        def backprop(d_layers: List[Floats3d]) -> List[Doc]:
+            accumulate_gradient(d_layers)
+            if not frozen:
+                bilm_backprop(accumulated[0])
+                if sgd is not None:
+                    self.finish_update(sgd)
+            return []
+
+        batch_id = ElmoListener.get_batch_id(docs)
+        for listener in self.listeners[:-1]:
+            listener.receive(batch_id, layers, accumulate_gradient)
+        if self.listeners:
+            self.listeners[-1].receive(batch_id, layers, backprop)
+        return losses
+
+    def get_loss(self, examples, scores) -> None:
+        return None
+
+    def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None) -> None:
+        """Load the biLM files and check every scheme (own and listeners') against its layers."""
+        validate_get_examples(get_examples, "Elmo.initialize")
+        self.model.initialize()
+        n_layers, width = self.model.attrs["n_layers"], self.model.get_dim("nO")
+        sample = self.model.ops.alloc3f(n_layers, 1, width)
+        self.scheme.initialize(X=[sample])
+        for listener in self.listeners:
+            resolve_layers(listener.mixer, n_layers)
+
+    def add_label(self, label: str) -> int:
+        raise NotImplementedError("The elmo component has no labels")
+
+    # -- serialization: the biLM (with its weights) and the scheme --------------------------------
+    def _serializers(self, exclude) -> Dict[str, tuple]:
+        return {
+            "cfg": (lambda: srsly.json_dumps(self.cfg).encode("utf8"), lambda b: self.cfg.update(srsly.json_loads(b))),
+            "vocab": (lambda: self.vocab.to_bytes(exclude=exclude), lambda b: self.vocab.from_bytes(b, exclude=exclude)),
+            "model": (self.model.to_bytes, self.model.from_bytes),
+            "scheme": (self.scheme.to_bytes, self.scheme.from_bytes),
+        }
+
+    def to_bytes(self, *, exclude=tuple()) -> bytes:
+        return util.to_bytes({k: save for k, (save, _) in self._serializers(exclude).items()}, exclude)
+
+    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "Elmo":
+        util.from_bytes(bytes_data, {k: load for k, (_, load) in self._serializers(exclude).items()}, exclude)
+        return self
+
+    def to_disk(self, path, *, exclude=tuple()) -> None:
+        serializers = self._serializers(exclude)
+        util.to_disk(path, {k: _writer(save) for k, (save, _) in serializers.items()}, exclude)
+
+    def from_disk(self, path, *, exclude=tuple()) -> "Elmo":
+        serializers = self._serializers(exclude)
+        util.from_disk(path, {k: _reader(load) for k, (_, load) in serializers.items()}, exclude)
+        return self
+
+
+def _writer(save: Callable[[], bytes]) -> Callable:
+    return lambda p: Path(p).write_bytes(save())
+
+
+def _reader(load: Callable[[bytes], object]) -> Callable:
+    return lambda p: load(Path(p).read_bytes())

@@ -1,0 +1,124 @@
+"""Registered, versioned builders. A released name is never edited: changes get a new version.
+
+Architectures (``@architectures``):
+- ``spacy-elmo-mix.BiLM.v1``: the biLM of the ``elmo`` component (files, frozen, batching).
+- ``spacy-elmo-mix.ElmoListener.v1``: a component's own mix of the shared component's layers.
+- ``spacy-elmo-mix.ElmoInline.v1``: a biLM inside the component's own model (no shared component).
+- ``spacy-elmo-mix.ElmoTok2Vec.v1``: ELMo vectors (optionally with spaCy's hash embeddings), a
+  projection and a context encoder: the ``tok2vec`` of a tagger/NER/parser.
+Weighting schemes (``@layers``): ``spacy-elmo-mix.ScalarMix.v1``, ``spacy-elmo-mix.ConcatLayers.v1``,
+``spacy-elmo-mix.PaperScheme.v1``.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from spacy.tokens import Doc
+from spacy.util import registry
+from thinc.api import Maxout, Model, chain, concatenate, with_array
+from thinc.types import Floats2d, Floats3d
+
+from .layers import bilm_model, scalar_mix
+from .layers.listener import ElmoListener
+
+
+@registry.architectures("spacy-elmo-mix.BiLM.v1")
+def build_bilm(
+    options_file: Optional[str] = None,
+    weight_file: Optional[str] = None,
+    frozen: bool = True,
+    batch_size: int = 64,
+    max_length: int = 256,
+) -> Model[List[Doc], List[Floats3d]]:
+    """The ELMo biLM as a thinc model: docs -> ``[k + 1, n_tokens, width]`` arrays.
+
+    options_file, weight_file: ``options.json`` and ``weights.hdf5`` (paths or URLs), read at
+        ``initialize`` and then stored inside the pipeline; both null: the embedded default model.
+    frozen: keep the biLM's weights fixed (no backward pass through it); false fine-tunes it.
+    batch_size: sentences per biLM call.
+    max_length: longest sequence, in tokens; longer sentences (or docs without sentence
+        boundaries) are cut into windows of this length.
+    """
+    return bilm_model.BiLMModel(options_file, weight_file, frozen, batch_size, max_length)
+
+
+@registry.architectures("spacy-elmo-mix.ElmoListener.v1")
+def build_listener(mixer: Model[List[Floats3d], List[Floats2d]], upstream: str = "*") -> Model[List[Doc], List[Floats2d]]:
+    """Listen to an ``elmo`` component and combine its layers with ``mixer`` (a weighting scheme).
+
+    mixer: the scheme this component learns or uses (``spacy-elmo-mix.ScalarMix.v1`` ...).
+    upstream: the name of the ``elmo`` component (``"*"``: the first one found).
+    """
+    return ElmoListener(upstream, mixer)
+
+
+@registry.architectures("spacy-elmo-mix.ElmoInline.v1")
+def build_inline(bilm: Model[List[Doc], List[Floats3d]], mixer: Model[List[Floats3d], List[Floats2d]]) -> Model[List[Doc], List[Floats2d]]:
+    """A biLM owned by this component, combined by ``mixer``; only the layers it needs are computed.
+
+    bilm: a ``spacy-elmo-mix.BiLM.v1`` block. mixer: the weighting scheme.
+    """
+    bilm.attrs["top_layer"] = scalar_mix.max_layer(mixer)
+    model = chain(bilm, mixer)
+    model.name = "elmo_inline"
+    return model
+
+
+@registry.architectures("spacy-elmo-mix.ElmoTok2Vec.v1")
+def build_tok2vec(
+    elmo: Model[List[Doc], List[Floats2d]],
+    width: int,
+    encoder: Model[List[Floats2d], List[Floats2d]],
+    embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
+    maxout_pieces: int = 3,
+    dropout: float = 0.0,
+) -> Model[List[Doc], List[Floats2d]]:
+    """ELMo vectors -> projection to ``width`` -> context ``encoder``: a tok2vec for any component.
+
+    elmo: an ``ElmoListener.v1`` or ``ElmoInline.v1`` block.
+    width: size of the projection (and the encoder's input).
+    encoder: e.g. ``spacy.MaxoutWindowEncoder.v2`` or ``spacy.TorchBiLSTMEncoder.v1`` (closest to
+        the paper's BiLSTM), with the same ``width``.
+    embed: optional spaCy embedding concatenated with ELMo before the projection (e.g.
+        ``spacy.MultiHashEmbed.v2`` over NORM/PREFIX/SUFFIX/SHAPE, with static vectors if present).
+    maxout_pieces: pieces of the Maxout projection. dropout: dropout after the projection.
+    """
+    features = elmo if embed is None else concatenate(elmo, embed)
+    projection = with_array(Maxout(width, nP=maxout_pieces, dropout=dropout, normalize=True))
+    model = chain(features, projection, encoder)
+    model.set_dim("nO", width)
+    return model
+
+
+@registry.layers("spacy-elmo-mix.ScalarMix.v1")
+def build_scalar_mix(
+    layers: Optional[List[int]] = None,
+    trainable: bool = True,
+    initial_weights: Optional[List[float]] = None,
+    gamma: float = 1.0,
+    trainable_gamma: bool = True,
+    layer_norm: bool = False,
+    weight_dropout: float = 0.0,
+    weight_l2: float = 0.0,
+) -> Model[List[Floats3d], List[Floats2d]]:
+    """AllenNLP's ScalarMix: ``gamma * sum_j softmax(s)_j h_j`` (see ``layers.scalar_mix.ScalarMix``).
+
+    layers: layer indices (0 = token vectors; null: all). trainable: learn the weights.
+    initial_weights: starting (or fixed) normalized weights. gamma / trainable_gamma: the scale.
+    layer_norm: normalize each layer first. weight_dropout: drop layer weights in training.
+    weight_l2: L2 penalty on the weights' logits.
+    """
+    return scalar_mix.ScalarMix(layers, trainable, initial_weights, gamma, trainable_gamma, layer_norm, weight_dropout, weight_l2)
+
+
+@registry.layers("spacy-elmo-mix.ConcatLayers.v1")
+def build_concat(layers: Optional[List[int]] = None) -> Model[List[Floats3d], List[Floats2d]]:
+    """Concatenate ELMo layers (``layers``: indices, null: all)."""
+    return scalar_mix.ConcatLayers(layers)
+
+
+@registry.layers("spacy-elmo-mix.PaperScheme.v1")
+def build_paper_scheme(name: str) -> Model[List[Floats3d], List[Floats2d]]:
+    """A column of Table 1 of arXiv 1904.02954 by name: layer1, layer2, layer3, concat, average,
+    weighted, weighted12 (see ``layers.scalar_mix.PAPER_SCHEMES``)."""
+    return scalar_mix.PaperScheme(name)

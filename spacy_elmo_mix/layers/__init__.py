@@ -1,0 +1,1 @@
+"""Thinc layers: the biLM wrapper, the weighting schemes and the listener."""

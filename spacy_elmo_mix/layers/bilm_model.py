@@ -1,0 +1,174 @@
+"""Thinc wrapper of the native biLM: ``List[Doc]`` -> one ``[k + 1, n_tokens, width]`` array per doc.
+
+The torch module is built when the weights are loaded (at ``initialize``) and is stored inside the
+model's bytes together with its options, so a saved pipeline needs neither the original files nor
+the network. Before ``initialize`` the model holds an empty placeholder module.
+
+Model attrs:
+- ``options_file``, ``weight_file``: where ``initialize`` reads the biLM (``None``: embedded default).
+- ``frozen``: no gradient reaches the biLM and no backward pass is computed through it.
+- ``top_layer``: the highest ELMo layer to compute (``None``: all); set by the component from what its
+  schemes and listeners need, so unused LSTM layers never run.
+- ``batch_size``: sequences per biLM call; ``max_length``: longest sequence (see ``segmentation``).
+Dims: ``nO`` = layer width, set when the biLM is loaded; attr ``n_layers`` = layers the biLM offers.
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Tuple
+
+import numpy as np
+import srsly
+from spacy.tokens import Doc
+from thinc.api import ArgsKwargs, Model
+from thinc.types import Floats3d
+
+from ..segmentation import doc_segments
+
+PLACEHOLDER = "placeholder"
+
+
+def BiLMModel(
+    options_file: Optional[str], weight_file: Optional[str], frozen: bool, batch_size: int, max_length: int
+) -> Model[List[Doc], List[Floats3d]]:
+    """Build the (not yet loaded) biLM model; see the module docstring for the attrs."""
+    from thinc.api import PyTorchShim
+    import torch
+
+    if (options_file is None) != (weight_file is None):
+        raise ValueError("give both options_file and weight_file, or neither (the embedded default model)")
+    for name, value in (("batch_size", batch_size), ("max_length", max_length)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    shim = PyTorchShim(
+        torch.nn.Module(), serialize_model=_serialize_bilm, deserialize_model=_deserialize_bilm
+    )
+    return Model(
+        "elmo_bilm",
+        bilm_forward,
+        init=bilm_init,
+        shims=[shim],
+        dims={"nO": None},
+        attrs={
+            "options_file": None if options_file is None else str(options_file),
+            "weight_file": None if weight_file is None else str(weight_file),
+            "frozen": bool(frozen),
+            "top_layer": None,
+            "batch_size": batch_size,
+            "max_length": max_length,
+            "n_layers": None,
+        },
+    )
+
+
+def get_bilm(model: Model):
+    """The torch ``BiLM`` inside ``model``; a clear error before ``initialize``."""
+    from ..bilm.modules import BiLM
+
+    module = model.shims[0]._model
+    if not isinstance(module, BiLM):
+        raise ValueError(
+            "The ELMo biLM is not loaded yet: call nlp.initialize() (or load a trained pipeline) first"
+        )
+    return module
+
+
+def set_bilm(model: Model, bilm) -> None:
+    """Put a loaded ``BiLM`` into ``model`` and record its width and layer count."""
+    shim = model.shims[0]
+    shim._model = bilm.to(shim.device)
+    model.set_dim("nO", bilm.options.output_dim, force=True)
+    model.attrs["n_layers"] = bilm.n_output_layers
+
+
+def bilm_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
+    """Load the biLM from ``options_file``/``weight_file`` (or the embedded default)."""
+    from ..bilm.loading import load_bilm
+    from ..default_model import default_model_files
+
+    options, weights = model.attrs["options_file"], model.attrs["weight_file"]
+    if options is None:
+        options, weights = default_model_files()
+    set_bilm(model, load_bilm(options, weights))
+
+
+def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
+    segments = [(i, s, e) for i, doc in enumerate(docs) for s, e in doc_segments(doc, model.attrs["max_length"])]
+    # Similar lengths together: fewer idle rows per recurrent step. Results do not depend on it.
+    order = sorted(range(len(segments)), key=lambda k: segments[k][2] - segments[k][1], reverse=True)
+    batch_size = model.attrs["batch_size"]
+    chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    with_grad = is_train and not model.attrs["frozen"]
+    results = [_run_chunk(model, docs, [segments[k] for k in chunk], with_grad) for chunk in chunks]
+    per_segment = {k: arr for chunk, (arrays, _) in zip(chunks, results) for k, arr in zip(chunk, arrays)}
+    outputs = _assemble(model, docs, segments, per_segment)
+
+    def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
+        if with_grad:
+            for chunk, (_, chunk_backprop) in zip(chunks, results):
+                chunk_backprop([d_outputs[i][:, s:e] for i, s, e in (segments[k] for k in chunk)])
+        return []
+
+    return outputs, backprop
+
+
+def _run_chunk(model: Model, docs: List[Doc], chunk, with_grad: bool):
+    """ELMo layers of one chunk of segments: per-segment arrays and a backprop callback."""
+    import torch
+    from thinc.api import torch2xp, xp2torch
+
+    from ..bilm.chars import batch_to_char_ids
+
+    bilm = get_bilm(model)
+    tokens = [[t.text for t in docs[i][s:e]] for i, s, e in chunk]
+    device = model.shims[0].device
+    char_ids = torch.from_numpy(batch_to_char_ids(tokens, bilm.options.char_cnn.max_characters_per_token)).to(device)
+    lengths = torch.tensor([len(t) for t in tokens], dtype=torch.int64)
+    top = model.attrs["top_layer"]
+    if not with_grad:
+        with torch.no_grad():
+            layers = bilm(char_ids, lengths, top_layer=top)
+        return [torch2xp(layers[:, b, : len(t)]) for b, t in enumerate(tokens)], None
+    layers, torch_backprop = model.shims[0].begin_update(ArgsKwargs(args=(char_ids, lengths), kwargs={"top_layer": top}))
+
+    def backprop(d_arrays):
+        grad = torch.zeros_like(layers)
+        for b, d in enumerate(d_arrays):
+            grad[:, b, : d.shape[1]] = xp2torch(d, device=device)
+        torch_backprop(ArgsKwargs(args=(layers,), kwargs={"grad_tensors": grad}))
+
+    return [torch2xp(layers[:, b, : len(t)].detach()) for b, t in enumerate(tokens)], backprop
+
+
+def _assemble(model: Model, docs, segments, per_segment) -> List[Floats3d]:
+    xp = model.ops.xp
+    n_out = (model.attrs["top_layer"] if model.attrs["top_layer"] is not None else model.attrs["n_layers"] - 1) + 1
+    width = model.get_dim("nO")
+    pieces: List[list] = [[] for _ in docs]
+    for k, (i, _, _) in enumerate(segments):
+        pieces[i].append(per_segment[k])
+    return [
+        xp.ascontiguousarray(xp.concatenate(p, axis=1)) if p else xp.zeros((n_out, 0, width), dtype="float32")
+        for p in pieces
+    ]
+
+
+def _serialize_bilm(module) -> bytes:
+    from ..bilm.modules import BiLM
+    from thinc.shims.pytorch import default_serialize_torch_model
+
+    if not isinstance(module, BiLM):
+        return srsly.msgpack_dumps({"options": None, "state": b""})
+    return srsly.msgpack_dumps({"options": module.options.to_json_dict(), "state": default_serialize_torch_model(module)})
+
+
+def _deserialize_bilm(module, data: bytes, device):
+    from thinc.shims.pytorch import default_deserialize_torch_model
+
+    from ..bilm.modules import BiLM
+    from ..bilm.options import BiLMOptions
+
+    msg = srsly.msgpack_loads(data)
+    if msg["options"] is None:
+        return module
+    bilm = BiLM(BiLMOptions.from_dict(msg["options"], source="the serialized pipeline"))
+    return default_deserialize_torch_model(bilm, msg["state"], device)

@@ -1,0 +1,38 @@
+"""``spacy-elmo-mix.LayerWeightsLogger.v1``: spaCy's console logger plus the learned layer weights."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import IO, Callable, Dict, Optional, Tuple
+
+from spacy.language import Language
+from spacy.util import registry
+
+from .inspect_weights import format_layer_weights, learned_layer_weights
+
+
+@registry.loggers("spacy-elmo-mix.LayerWeightsLogger.v1")
+def layer_weights_logger(logger: Optional[Callable] = None, path: Optional[str] = None) -> Callable:
+    """Wrap ``logger`` (default ``spacy.ConsoleLogger.v1``); at each evaluation, print the layer
+    weights and gamma of every ELMo scheme, and append them as a JSON line to ``path`` if given.
+    """
+    if logger is None:
+        logger = registry.get("loggers", "spacy.ConsoleLogger.v1")()
+
+    def setup(nlp: Language, stdout: IO = sys.stdout, stderr: IO = sys.stderr) -> Tuple[Callable, Callable]:
+        log_step, finalize = logger(nlp, stdout, stderr)
+
+        def log(info: Optional[Dict]) -> None:
+            log_step(info)
+            if info is None:
+                return
+            weights = learned_layer_weights(nlp)
+            stdout.write(f"ELMo layer weights at step {info.get('step')}:\n{format_layer_weights(weights)}\n")
+            if path:
+                with Path(path).open("a", encoding="utf-8") as f:
+                    f.write(json.dumps({"step": info.get("step"), "epoch": info.get("epoch"), "weights": weights}) + "\n")
+
+        return log, finalize
+
+    return setup
