@@ -19,6 +19,7 @@ from thinc.api import Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Floats3d
 
 from .layers import bilm_model, scalar_mix
+from .layers.inline import ElmoInline
 from .layers.listener import ElmoListener
 
 
@@ -58,10 +59,7 @@ def build_inline(bilm: Model[List[Doc], List[Floats3d]], mixer: Model[List[Float
 
     bilm: a ``spacy-elmo-mix.BiLM.v1`` block. mixer: the weighting scheme.
     """
-    bilm.attrs["top_layer"] = scalar_mix.max_layer(mixer)
-    model = chain(bilm, mixer)
-    model.name = "elmo_inline"
-    return model
+    return ElmoInline(bilm, mixer)
 
 
 @registry.architectures("spacy-elmo-mix.ElmoTok2Vec.v1")

@@ -26,6 +26,7 @@ from thinc.types import Floats3d
 
 from .layers.listener import DOC_ATTR, ElmoListener
 from .layers.scalar_mix import max_layer, resolve_layers
+from .vector_hooks import install_vector_hooks
 
 DEFAULT_CONFIG_STR = """
 [elmo]
@@ -142,6 +143,7 @@ class Elmo(TrainablePipe):
             doc._.set(DOC_ATTR, self.model.ops.to_numpy(doc_layers))
             if mixed is not None:
                 doc.tensor = self.model.ops.to_numpy(mixed[i])
+                install_vector_hooks(doc)
 
     def update(
         self,

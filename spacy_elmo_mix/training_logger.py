@@ -15,7 +15,8 @@ from .inspect_weights import format_layer_weights, learned_layer_weights
 @registry.loggers("spacy-elmo-mix.LayerWeightsLogger.v1")
 def layer_weights_logger(logger: Optional[Callable] = None, path: Optional[str] = None) -> Callable:
     """Wrap ``logger`` (default ``spacy.ConsoleLogger.v1``); at each evaluation, print the layer
-    weights and gamma of every ELMo scheme, and append them as a JSON line to ``path`` if given.
+    weights and gamma of every ELMo scheme, and append them with the step, epoch, losses and score as
+    a JSON line to ``path`` if given (used by the workflow and the tests).
     """
     if logger is None:
         logger = registry.get("loggers", "spacy.ConsoleLogger.v1")()
@@ -31,7 +32,8 @@ def layer_weights_logger(logger: Optional[Callable] = None, path: Optional[str] 
             stdout.write(f"ELMo layer weights at step {info.get('step')}:\n{format_layer_weights(weights)}\n")
             if path:
                 with Path(path).open("a", encoding="utf-8") as f:
-                    f.write(json.dumps({"step": info.get("step"), "epoch": info.get("epoch"), "weights": weights}) + "\n")
+                    record = {key: info.get(key) for key in ("step", "epoch", "losses", "score")}
+                    f.write(json.dumps({**record, "weights": weights}) + "\n")
 
         return log, finalize
 

@@ -56,8 +56,33 @@ def BiLMModel(
             "batch_size": batch_size,
             "max_length": max_length,
             "n_layers": None,
+            "replace_listener": replace_listener,
+            "replace_listener_cfg": replace_listener_cfg,
         },
     )
+
+
+def replace_listener(bilm_copy: Model, listener: Model, component) -> Model:
+    """For ``nlp.replace_listeners``: the listener becomes a biLM of its own plus its mixer."""
+    from .inline import ElmoInline
+
+    return ElmoInline(bilm_copy, listener.mixer)
+
+
+def replace_listener_cfg(bilm_cfg: dict, listener_cfg: dict) -> dict:
+    """The config of the ``ElmoInline.v1`` block that replaces an ``ElmoListener.v1`` block."""
+    found = _find_listener_cfg(listener_cfg)
+    if found is None:
+        raise ValueError("No spacy-elmo-mix.ElmoListener.v1 block found in the listener's config")
+    return {"@architectures": "spacy-elmo-mix.ElmoInline.v1", "bilm": dict(bilm_cfg), "mixer": dict(found["mixer"])}
+
+
+def _find_listener_cfg(cfg) -> Optional[dict]:
+    if not isinstance(cfg, dict):
+        return None
+    if str(cfg.get("@architectures", "")).startswith("spacy-elmo-mix.ElmoListener."):
+        return cfg
+    return next((f for f in map(_find_listener_cfg, cfg.values()) if f is not None), None)
 
 
 def get_bilm(model: Model):
