@@ -11,8 +11,12 @@ from typing import List, Tuple
 
 from spacy.tokens import Doc
 
+# The component's default (``spacy-elmo-mix.BiLM.v1`` max_length); the layer cache is keyed by
+# these sequences, so precomputing a cache must use the component's value.
+DEFAULT_MAX_LENGTH = 256
 
-def doc_segments(doc: Doc, max_length: int) -> List[Tuple[int, int]]:
+
+def doc_segments(doc: Doc, max_length: int = DEFAULT_MAX_LENGTH) -> List[Tuple[int, int]]:
     """``(start, end)`` token offsets of the segments of ``doc``, in order.
 
     max_length: the longest segment, in tokens (a positive integer).
@@ -32,6 +36,6 @@ def doc_segments(doc: Doc, max_length: int) -> List[Tuple[int, int]]:
     ]
 
 
-def sentence_token_lists(doc: Doc, max_length: int) -> List[List[str]]:
+def sentence_token_lists(doc: Doc, max_length: int = DEFAULT_MAX_LENGTH) -> List[List[str]]:
     """The token texts of each segment of ``doc`` (see :func:`doc_segments`)."""
     return [[t.text for t in doc[start:end]] for start, end in doc_segments(doc, max_length)]
