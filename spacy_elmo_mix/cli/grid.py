@@ -1,0 +1,48 @@
+"""``python -m spacy_elmo_mix grid``: run datasets x schemes x seeds, locally or on a Ray cluster.
+
+Each job is the command template with ``{dataset}``, ``{scheme}``, ``{seed}`` and ``{output}`` (the
+run's folder, where it must write ``metrics.json``) filled in; its output goes to
+``RESULTS/runs/{dataset}/{scheme}/seed{N}/log.txt``. Finished jobs (metrics.json present) are skipped.
+Example::
+
+    python -m spacy_elmo_mix grid --datasets conll2003 --schemes layer1 weighted --seeds 1 2 3 \\
+        --command-template "python scripts/run_one.py {dataset} {scheme} {seed} {output}"
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    from ..workflow.grid import BACKENDS, run_grid
+
+    parser = argparse.ArgumentParser(
+        prog="python -m spacy_elmo_mix grid", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--datasets", nargs="+", required=True, help="dataset ids")
+    parser.add_argument("--schemes", nargs="+", required=True, help="weighting scheme ids")
+    parser.add_argument("--seeds", nargs="+", type=int, required=True, help="random seeds")
+    parser.add_argument("--command-template", required=True, help="the job's command line, with placeholders")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="the results folder (default: results)")
+    parser.add_argument("--backend", choices=sorted(BACKENDS), default="local", help="local (default) or ray")
+    parser.add_argument("--address", help="ray: the cluster's address (default: start a local instance)")
+    parser.add_argument("--ray-working-dir", help="ray: ship this folder to the cluster as the jobs' working folder")
+    parser.add_argument("--max-workers", type=int, help="parallel jobs (default: the free cores)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    if args.backend != "ray" and (args.address or args.ray_working_dir):
+        parser.error("--address and --ray-working-dir need --backend ray")
+    runtime_env = {"working_dir": args.ray_working_dir} if args.ray_working_dir else None
+    try:
+        summary = run_grid(
+            args.datasets, args.schemes, args.seeds, args.command_template, args.backend, args.results,
+            args.max_workers, args.address, runtime_env=runtime_env, progress=not args.no_progress,
+        )
+    except (RuntimeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(summary.format())
+    return 1 if summary.failed else 0

@@ -1,0 +1,525 @@
+"""Compare the weighting schemes: the paper's Table 1 from a folder of evaluation results.
+
+Result layout (written by the grid runner and the ``evaluate`` step, read here)::
+
+    results/
+      runs/{dataset}/{scheme}/seed{N}/
+        metrics.json      the run's evaluation (below); its presence marks the run as finished
+        log.txt           the run's captured stdout and stderr (the grid runner writes it)
+      table.md            written by compare: mean ± std per dataset x scheme, best bold, † = worse
+      scores.png          written by compare: score of every run, per scheme per dataset
+      layer_weights.md    written by compare: learned s_j and gamma, averaged over seeds
+      timing.md           written by compare: training time per scheme, ratio weighted12 / weighted
+
+``metrics.json`` holds one JSON object with at least::
+
+    {"dataset": "conll2003", "scheme": "weighted", "seed": 1,
+     "score": 0.9123,                 # test F1 (NER, chunking) or accuracy (POS), a fraction in 0..1
+     "metric": "ents_f",              # "ents_f", "tag_acc" or "pos_acc"
+     "train_seconds": 812.5,          # training time (optional)
+     "layer_weights": {               # optional; schemes with learned weights only
+        "ner": {"weights": [0.2, 0.5, 0.3], "gamma": 1.7}}}   # component -> softmax-normalized s_j, gamma
+
+``dataset``, ``scheme`` and ``seed`` must match the run's folder. Scheme ids, in the paper's column
+order: ``layer1``, ``layer2``, ``layer3`` (the paper's 1./2./3. Layer: layer index 0/1/2), ``concat``,
+``average``, ``weighted`` (Peters et al.: learned weighted average of all layers) and ``weighted12``
+(learned weighted average of the 1st and 2nd layer); other scheme ids follow alphabetically.
+
+Significance: within a row, each scheme is compared with the best one by Welch's t-test
+(``scipy.stats.ttest_ind(equal_var=False)``, one-sided: the best is greater); p < ``alpha`` (0.01, as
+in the paper) marks it with †. A comparison needs at least 2 seeds on both sides; otherwise the cell
+is not marked and the table's notes say so. Missing or unreadable runs are listed in the notes (and
+returned) instead of stopping the comparison. Every output is written atomically.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import atomic_output, write_text_atomic
+
+PathLike = Union[str, Path]
+RunKey = Tuple[str, str, int]
+
+SCHEMES = {
+    "layer1": "1. Layer",
+    "layer2": "2. Layer",
+    "layer3": "3. Layer",
+    "concat": "Concat",
+    "average": "Average",
+    "weighted": "Weighted (all)",
+    "weighted12": "Weighted (1.&2.)",
+}
+DATASETS = {
+    "conll2003": "CoNLL-2003 NER",
+    "wnut16": "WNUT16 NER",
+    "conll2000": "CoNLL-2000 chunking",
+    "ud_ewt": "UD EWT POS",
+}
+METRICS = {"ents_f": "F1", "tag_acc": "accuracy", "pos_acc": "accuracy"}
+REQUIRED = ("dataset", "scheme", "seed", "score", "metric")
+SEED_DIR = re.compile(r"^seed(\d+)$")
+
+
+# ----------------------------------------------------------------------------------------- loading
+
+
+class MetricsError(ValueError):
+    """A metrics.json is unreadable or lacks a key; the message names the file and key."""
+
+
+@dataclass
+class Run:
+    """One finished run, from its metrics.json.
+
+    dataset/scheme/seed: the run's grid point; score: test score as a fraction; metric: its name;
+    train_seconds: training time (None when not recorded); layer_weights: component ->
+    (normalized weights, gamma), empty when not recorded.
+    """
+
+    dataset: str
+    scheme: str
+    seed: int
+    score: float
+    metric: str
+    train_seconds: Optional[float] = None
+    layer_weights: Dict[str, Tuple[List[float], float]] = field(default_factory=dict)
+
+
+@dataclass
+class Results:
+    """Everything read from a results folder.
+
+    runs: the finished runs; missing: run key -> why it is missing (expected but absent or
+    unreadable); notes: other problems (a mismatching key, bad layer weights), one line each.
+    """
+
+    runs: List[Run] = field(default_factory=list)
+    missing: Dict[RunKey, str] = field(default_factory=dict)
+    notes: List[str] = field(default_factory=list)
+
+
+def _finite(value, key: str, path: Path) -> float:
+    """``value`` as a finite float; MetricsError naming ``path`` and ``key`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise MetricsError(f"{path}: key {key!r} must be a finite number, found {value!r}")
+    return float(value)
+
+
+def read_metrics(path: PathLike, expected: RunKey) -> Tuple[Run, dict]:
+    """Read one metrics.json's required keys as a :class:`Run`; also return the parsed object.
+
+    path: the file; expected: (dataset, scheme, seed) of its folder, which the file must repeat.
+    Raises MetricsError (naming file and key) when it is unreadable, lacks a key or disagrees.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MetricsError(f"{path}: unreadable ({exc})") from exc
+    if not isinstance(data, dict):
+        raise MetricsError(f"{path}: expected a JSON object")
+    for key in REQUIRED:
+        if key not in data:
+            raise MetricsError(f"{path}: missing key {key!r}")
+    for key, value in zip(("dataset", "scheme", "seed"), expected):
+        if data[key] != value:
+            raise MetricsError(f"{path}: key {key!r} is {data[key]!r} but the folder says {value!r}")
+    score = _finite(data["score"], "score", path)
+    if not 0.0 <= score <= 1.0:
+        raise MetricsError(f"{path}: key 'score' must be a fraction in 0..1, found {score}")
+    return Run(*expected, score, str(data["metric"])), data
+
+
+def _layer_weights(data: dict, path: Path) -> Dict[str, Tuple[List[float], float]]:
+    """The ``layer_weights`` of a metrics.json (empty when absent); MetricsError when malformed."""
+    result = {}
+    for component, entry in (data.get("layer_weights") or {}).items():
+        key = f"layer_weights.{component}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("weights"), list) or not entry["weights"]:
+            raise MetricsError(f"{path}: key {key!r} needs a non-empty list 'weights' and a number 'gamma'")
+        weights = [_finite(w, f"{key}.weights", path) for w in entry["weights"]]
+        if abs(sum(weights) - 1.0) > 1e-3:
+            raise MetricsError(f"{path}: key {key}.weights must be softmax-normalized (sum 1), sums to {sum(weights):.4f}")
+        result[component] = (weights, _finite(entry.get("gamma"), f"{key}.gamma", path))
+    return result
+
+
+def add_extras(run: Run, data: dict, path: Path) -> Optional[str]:
+    """Set the optional ``train_seconds`` and ``layer_weights`` of ``run`` from ``data``.
+
+    run: the run to complete; data: its metrics.json object; path: the file, for messages.
+    Returns a note when one is malformed (that one is then left out, the score still counts).
+    """
+    try:
+        if data.get("train_seconds") is not None:
+            run.train_seconds = _finite(data["train_seconds"], "train_seconds", path)
+        run.layer_weights = _layer_weights(data, path)
+    except MetricsError as exc:
+        return f"{exc} (left out; the score still counts)"
+    return None
+
+
+def _run_dirs(results_dir: Path) -> Iterable[Tuple[RunKey, Path]]:
+    """(dataset, scheme, seed) and folder of every ``runs/*/*/seed*`` folder under ``results_dir``."""
+    for run_dir in sorted((results_dir / "runs").glob("*/*/seed*")):
+        match = SEED_DIR.match(run_dir.name)
+        if match and run_dir.is_dir():
+            yield (run_dir.parent.parent.name, run_dir.parent.name, int(match.group(1))), run_dir
+
+
+def load_results(
+    results_dir: PathLike,
+    datasets: Optional[Sequence[str]] = None,
+    schemes: Optional[Sequence[str]] = None,
+    seeds: Optional[Sequence[int]] = None,
+) -> Results:
+    """Read every run under ``results_dir/runs`` and work out which expected runs are missing.
+
+    results_dir: the results folder; datasets/schemes/seeds: the expected grid (each None: every
+    value found in any run). A run folder without a readable metrics.json counts as missing.
+    """
+    results = Results()
+    found: Dict[RunKey, Path] = dict(_run_dirs(Path(results_dir)))
+    for key, run_dir in found.items():
+        metrics = run_dir / "metrics.json"
+        if not metrics.exists():
+            results.missing[key] = "no metrics.json (failed or unfinished: see log.txt)"
+            continue
+        try:
+            run, data = read_metrics(metrics, key)
+        except MetricsError as exc:
+            results.missing[key] = str(exc)
+            continue
+        results.runs.append(run)
+        note = add_extras(run, data, metrics)
+        if note:
+            results.notes.append(note)
+    grid = [
+        datasets or sorted({k[0] for k in found}),
+        schemes or sorted({k[1] for k in found}),
+        seeds or sorted({k[2] for k in found}),
+    ]
+    for key in ((d, s, n) for d in grid[0] for s in grid[1] for n in grid[2]):
+        if key not in found:
+            results.missing[key] = "not run (no run folder)"
+    return results
+
+
+# --------------------------------------------------------------------------------------- statistics
+
+
+@dataclass
+class Cell:
+    """The runs of one dataset x scheme.
+
+    scores: test scores (fractions) of its seeds; best: bold (the row's best mean); worse: † (worse
+    than the best at p < alpha); p_value: of the test against the best (None: not tested).
+    """
+
+    scores: List[float]
+    best: bool = False
+    worse: bool = False
+    p_value: Optional[float] = None
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.scores))
+
+    @property
+    def std(self) -> float:
+        """Sample standard deviation (ddof=1); NaN with fewer than 2 seeds."""
+        return float(np.std(self.scores, ddof=1)) if len(self.scores) > 1 else math.nan
+
+
+def welch_p_value(best: Sequence[float], other: Sequence[float]) -> Optional[float]:
+    """One-sided Welch's t-test p-value that ``best`` has the greater mean; None when not testable.
+
+    best/other: the two samples; fewer than 2 values on either side, or zero variance on both sides
+    with equal means (a NaN from scipy), is not testable.
+    """
+    from scipy.stats import ttest_ind
+
+    if len(best) < 2 or len(other) < 2:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # nearly constant samples: scipy warns, still answers
+        p_value = float(ttest_ind(best, other, equal_var=False, alternative="greater").pvalue)
+    return None if math.isnan(p_value) else p_value
+
+
+def mark_row(cells: Dict[str, Cell], alpha: float) -> List[str]:
+    """Set ``best``, ``worse`` and ``p_value`` on the cells of one row; return the untested schemes.
+
+    cells: scheme -> cell, in column order (empty cells left out); alpha: the significance level.
+    The reference is the first scheme with the highest mean; every scheme with that mean is bold.
+    """
+    top = max(cell.mean for cell in cells.values())
+    reference = next(cell for cell in cells.values() if cell.mean == top)
+    untested = []
+    for scheme, cell in cells.items():
+        cell.best = cell.mean == top
+        if cell.best:
+            continue
+        cell.p_value = welch_p_value(reference.scores, cell.scores)
+        cell.worse = cell.p_value is not None and cell.p_value < alpha
+        if cell.p_value is None:
+            untested.append(scheme)
+    return untested
+
+
+def scheme_order(schemes: Iterable[str]) -> List[str]:
+    """The paper's column order for ``schemes``; unknown scheme ids after them, alphabetically."""
+    schemes = set(schemes)
+    return [s for s in SCHEMES if s in schemes] + sorted(schemes - set(SCHEMES))
+
+
+def dataset_order(datasets: Iterable[str]) -> List[str]:
+    """Known datasets in :data:`DATASETS` order, then the others alphabetically."""
+    datasets = set(datasets)
+    return [d for d in DATASETS if d in datasets] + sorted(datasets - set(DATASETS))
+
+
+# ----------------------------------------------------------------------------------------- tables
+
+
+@dataclass
+class Table:
+    """The analysed grid: rows (datasets) x columns (schemes) of cells, with notes for the footer.
+
+    datasets/schemes: row and column order; cells: (dataset, scheme) -> Cell (absent: no run);
+    metrics: dataset -> metric name(s); untested: (dataset, scheme) pairs not tested for significance.
+    """
+
+    datasets: List[str]
+    schemes: List[str]
+    cells: Dict[Tuple[str, str], Cell]
+    metrics: Dict[str, List[str]]
+    untested: List[Tuple[str, str]]
+
+
+def build_table(results: Results, alpha: float) -> Table:
+    """Group ``results.runs`` into cells and mark each row (see :func:`mark_row`).
+
+    results: the loaded results (missing runs widen the grid so that they show as empty cells);
+    alpha: the significance level.
+    """
+    keys = [(r.dataset, r.scheme) for r in results.runs] + [k[:2] for k in results.missing]
+    datasets, schemes = dataset_order(k[0] for k in keys), scheme_order(k[1] for k in keys)
+    cells: Dict[Tuple[str, str], Cell] = {}
+    metrics: Dict[str, set] = defaultdict(set)
+    for run in sorted(results.runs, key=lambda r: r.seed):
+        cells.setdefault((run.dataset, run.scheme), Cell([])).scores.append(run.score)
+        metrics[run.dataset].add(run.metric)
+    untested = []
+    for dataset in datasets:
+        row = {s: cells[dataset, s] for s in schemes if (dataset, s) in cells}
+        if row:
+            untested += [(dataset, s) for s in mark_row(row, alpha)]
+    return Table(datasets, schemes, cells, {d: sorted(m) for d, m in metrics.items()}, untested)
+
+
+def _percent(cell: Cell, show_n: bool) -> str:
+    """``mean ± std`` in percent with 2 decimals, bold/† marks, and ``(n=K)`` when ``show_n``."""
+    std = "n/a" if math.isnan(cell.std) else f"{100 * cell.std:.2f}"
+    text = f"{100 * cell.mean:.2f} ± {std}"
+    text = f"**{text}**" if cell.best else text + ("†" if cell.worse else "")
+    return text + (f" (n={len(cell.scores)})" if show_n else "")
+
+
+def _row_label(table: Table, dataset: str) -> str:
+    metric = ", ".join(METRICS.get(m, m) for m in table.metrics.get(dataset, []))
+    name = DATASETS.get(dataset, dataset)
+    return f"{name} (`{dataset}`{', ' + metric if metric else ''})"
+
+
+def _markdown_table(header: List[str], rows: List[List[str]]) -> str:
+    """A Markdown table; header: column titles; rows: cell texts (first column left-aligned)."""
+    lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def _scheme_title(scheme: str) -> str:
+    return f"{SCHEMES[scheme]} `{scheme}`" if scheme in SCHEMES else f"`{scheme}`"
+
+
+def _missing_notes(missing: Dict[RunKey, str]) -> List[str]:
+    """One line per (dataset, scheme, reason) listing the seeds concerned."""
+    grouped: Dict[Tuple[str, str, str], List[int]] = defaultdict(list)
+    for (dataset, scheme, seed), reason in sorted(missing.items()):
+        grouped[dataset, scheme, reason].append(seed)
+    return [
+        f"missing {d}/{s}, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}: {reason}"
+        for (d, s, reason), seeds in grouped.items()
+    ]
+
+
+def table_notes(table: Table, results: Results) -> List[str]:
+    """The footnotes: untested comparisons, mixed metrics, missing runs and other problems."""
+    notes = [
+        f"{d}/{s}: not tested for significance (fewer than 2 seeds here or in the row's best, or no variance)"
+        for d, s in table.untested
+    ]
+    notes += [f"{d}: runs report different metrics: {', '.join(m)}" for d, m in table.metrics.items() if len(m) > 1]
+    return notes + _missing_notes(results.missing) + results.notes
+
+
+def render_table(table: Table, results: Results, alpha: float) -> str:
+    """``results/table.md``: caption, the table, and numbered notes."""
+    counts = sorted({len(c.scores) for c in table.cells.values()})
+    show_n = len(counts) > 1
+    seeds = f"{counts[0]} seed{'s' if counts[0] != 1 else ''} per cell" if len(counts) == 1 else "n seeds (given per cell)"
+    caption = (
+        f"Test score per dataset (row) and weighting scheme (column) in percent: mean ± sample standard "
+        f"deviation (ddof=1) over {seeds}. **Bold**: the best mean of the row. †: significantly worse than "
+        f"the row's best (Welch's t-test, one-sided, p < {alpha:g}). –: no finished run."
+    )
+    rows = [
+        [_row_label(table, d)] + [_percent(table.cells[d, s], show_n) if (d, s) in table.cells else "–" for s in table.schemes]
+        for d in table.datasets
+    ]
+    body = _markdown_table(["Dataset"] + [_scheme_title(s) for s in table.schemes], rows) if rows else "(no results found)"
+    notes = table_notes(table, results)
+    footer = "\n".join(f"{i}. {note}" for i, note in enumerate(notes, start=1))
+    return f"# Weighting schemes for ELMo: test scores\n\n{caption}\n\n{body}\n" + (f"\nNotes:\n\n{footer}\n" if notes else "")
+
+
+def render_layer_weights(results: Results) -> str:
+    """``results/layer_weights.md``: mean normalized s_j and gamma per dataset, scheme and component."""
+    groups: Dict[Tuple[str, str, str], List[Tuple[List[float], float]]] = defaultdict(list)
+    for run in results.runs:
+        for component, value in run.layer_weights.items():
+            groups[run.dataset, run.scheme, component].append(value)
+    schemes, datasets = scheme_order(k[1] for k in groups), dataset_order(k[0] for k in groups)
+    width = max((len(w) for values in groups.values() for w, _ in values), default=0)
+    rows, notes = [], []
+    for (dataset, scheme, component), values in sorted(groups.items(), key=lambda kv: (datasets.index(kv[0][0]), schemes.index(kv[0][1]), kv[0][2])):
+        lengths = {len(w) for w, _ in values}
+        if len(lengths) > 1:
+            notes.append(f"{dataset}/{scheme}/{component}: seeds disagree on the number of layers {sorted(lengths)}; left out")
+            continue
+        mean = np.mean([w for w, _ in values], axis=0)
+        cells = [f"{x:.3f}" for x in mean] + ["–"] * (width - len(mean))
+        gamma = np.mean([g for _, g in values])
+        rows.append([f"`{dataset}`", f"`{scheme}`", component] + cells + [f"{gamma:.3f}", str(len(values))])
+    header = ["Dataset", "Scheme", "Component"] + [f"s_{j}" for j in range(width)] + ["gamma", "seeds"]
+    body = _markdown_table(header, rows) if rows else "(no run recorded layer weights)"
+    text = (
+        "# Learned layer weights\n\nSoftmax-normalized layer weights s_j (j = layer index: 0 = the paper's "
+        "1. layer) and the scale gamma, averaged over seeds.\n\n" + body + "\n"
+    )
+    return text + "".join(f"\n- {note}" for note in notes) + ("\n" if notes else "")
+
+
+def render_timing(results: Results) -> str:
+    """``results/timing.md``: mean training seconds per dataset x scheme and weighted12 / weighted."""
+    times: Dict[Tuple[str, str], List[float]] = defaultdict(list)
+    for run in results.runs:
+        if run.train_seconds is not None:
+            times[run.dataset, run.scheme].append(run.train_seconds)
+    datasets, schemes = dataset_order(k[0] for k in times), scheme_order(k[1] for k in times)
+
+    def cell(dataset: str, scheme: str) -> str:
+        values = times.get((dataset, scheme))
+        return f"{np.mean(values):.1f} (n={len(values)})" if values else "–"
+
+    def ratio(dataset: str) -> str:
+        pair = times.get((dataset, "weighted12")), times.get((dataset, "weighted"))
+        return f"{np.mean(pair[0]) / np.mean(pair[1]):.3f}" if all(pair) else "–"
+
+    rows = [[f"`{d}`"] + [cell(d, s) for s in schemes] + [ratio(d)] for d in datasets]
+    header = ["Dataset"] + [_scheme_title(s) for s in schemes] + ["weighted12 / weighted"]
+    body = _markdown_table(header, rows) if rows else "(no run recorded train_seconds)"
+    return (
+        "# Training time\n\nMean training time in seconds (n = seeds with a recorded time) per dataset and "
+        "scheme; the last column is the ratio of the mean time of `weighted12` (1st & 2nd layer) to "
+        "`weighted` (all three layers).\n\n" + body + "\n"
+    )
+
+
+# ----------------------------------------------------------------------------------------- figure
+
+
+def plot_scores(table: Table, path: PathLike, alpha: float) -> Path:
+    """Write ``scores.png``: a strip plot (every run a dot, the mean a bar) per dataset and scheme.
+
+    table: the analysed grid; path: the PNG to write (atomically); alpha: the level behind the † marks.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n_rows = max(len(table.datasets), 1)
+    fig, axes = plt.subplots(n_rows, 1, figsize=(1.3 * max(len(table.schemes), 3) + 2, 2.8 * n_rows), squeeze=False)
+    for ax, dataset in zip(axes[:, 0], table.datasets):
+        labels = []
+        for x, scheme in enumerate(table.schemes):
+            cell = table.cells.get((dataset, scheme))
+            labels.append(scheme + ("\n(best)" if cell and cell.best else "†" if cell and cell.worse else ""))
+            if cell:
+                jitter = np.linspace(-0.15, 0.15, len(cell.scores)) if len(cell.scores) > 1 else [0.0]
+                ax.scatter(x + np.asarray(jitter), 100 * np.asarray(cell.scores), s=14, alpha=0.7)
+                ax.hlines(100 * cell.mean, x - 0.3, x + 0.3, color="black")
+        ax.set_xticks(range(len(table.schemes)), labels, fontsize=8)
+        ax.set_title(_row_label(table, dataset).replace("`", ""), fontsize=10)
+        ax.set_ylabel("test score (%)")
+        ax.grid(axis="y", alpha=0.3)
+    if not table.datasets:
+        axes[0, 0].text(0.5, 0.5, "no results found", ha="center", va="center")
+    fig.suptitle(f"dots: runs (seeds); bar: mean; †: worse than the best (Welch's t-test, p < {alpha:g})", fontsize=9)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    with atomic_output(path) as tmp:
+        tmp.write_bytes(buffer.getvalue())
+    return Path(path)
+
+
+# ----------------------------------------------------------------------------------------- the API
+
+
+@dataclass
+class CompareReport:
+    """What :func:`compare` read and wrote.
+
+    results: the loaded runs, missing runs and notes; table: the analysed grid; outputs: name -> path.
+    """
+
+    results: Results
+    table: Table
+    outputs: Dict[str, Path]
+
+
+def compare(
+    results_dir: PathLike,
+    datasets: Optional[Sequence[str]] = None,
+    schemes: Optional[Sequence[str]] = None,
+    seeds: Optional[Sequence[int]] = None,
+    alpha: float = 0.01,
+) -> CompareReport:
+    """Read ``results_dir/runs`` and write table.md, scores.png, layer_weights.md and timing.md there.
+
+    results_dir: the results folder (layout in the module docstring); datasets/schemes/seeds: the
+    expected grid, for reporting missing runs (None: every value found); alpha: significance level.
+    """
+    results_dir = Path(results_dir)
+    results = load_results(results_dir, datasets, schemes, seeds)
+    table = build_table(results, alpha)
+    outputs = {
+        "table": write_text_atomic(results_dir / "table.md", render_table(table, results, alpha)),
+        "scores": plot_scores(table, results_dir / "scores.png", alpha),
+        "layer_weights": write_text_atomic(results_dir / "layer_weights.md", render_layer_weights(results)),
+        "timing": write_text_atomic(results_dir / "timing.md", render_timing(results)),
+    }
+    return CompareReport(results, table, outputs)

@@ -1,0 +1,328 @@
+"""Run the grid of datasets x schemes x seeds: one shell command per run, locally or on Ray.
+
+A job is the command that ``make_command(dataset, scheme, seed, output)`` returns (a list of
+arguments); it must write its evaluation to ``{output}/metrics.json`` (keys: see
+``spacy_elmo_mix.workflow.compare``). Each job ends up in the result layout::
+
+    {results_dir}/runs/{dataset}/{scheme}/seed{N}/
+        log.txt          the command line, its stdout and stderr, its exit code and duration
+        metrics.json     written by the job; its presence marks the job as done (resume skips it)
+
+Backends:
+
+* ``local`` (default): a pool of ``max_workers`` slots (default: the cores this process may use,
+  ``os.sched_getaffinity``), each running one job as a subprocess with ``{output}`` = the run folder.
+* ``ray``: each job a Ray task (1 CPU) on the cluster of ``ray.init(address=...)`` (None: a new local
+  instance with ``max_workers`` CPUs). The task runs the command on its node with ``{output}`` = a
+  temporary folder; the log and every file left in that folder come back to the driver and are
+  written into the run folder (``metrics.json`` last). Keep ``{output}`` for small files. Ray is an
+  optional extra (``pip install spacy-elmo-mix[ray]``), imported only here.
+
+Every job runs single-threaded (``OMP_NUM_THREADS=1``, which also sets torch's thread count,
+``MKL_NUM_THREADS=1``, ``OPENBLAS_NUM_THREADS=1``). A failing job (non-zero exit, or no
+metrics.json) is reported with its exit code and last log lines; the other jobs go on.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from . import atomic_output
+
+PathLike = Union[str, Path]
+MakeCommand = Callable[[str, str, int, str], Sequence[str]]
+SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+PLACEHOLDERS = ("dataset", "scheme", "seed", "output")
+TAIL_LINES = 15
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of the grid: dataset, weighting scheme and random seed."""
+
+    dataset: str
+    scheme: str
+    seed: int
+
+    def run_dir(self, results_dir: PathLike) -> Path:
+        """``{results_dir}/runs/{dataset}/{scheme}/seed{N}``."""
+        return Path(results_dir) / "runs" / self.dataset / self.scheme / f"seed{self.seed}"
+
+    def __str__(self) -> str:
+        return f"{self.dataset}/{self.scheme}/seed{self.seed}"
+
+
+@dataclass
+class JobResult:
+    """How one job went.
+
+    job: the job; status: ``ok``, ``failed`` or ``skipped`` (metrics.json existed); returncode: the
+    command's exit code (None: skipped, or it never ran); seconds: wall time; message: why it failed;
+    log_tail: the last lines of its log.
+    """
+
+    job: Job
+    status: str
+    returncode: Optional[int] = None
+    seconds: float = 0.0
+    message: str = ""
+    log_tail: List[str] = field(default_factory=list)
+
+
+@dataclass
+class GridSummary:
+    """The outcome of :func:`run_grid`: one :class:`JobResult` per job, in grid order."""
+
+    results: List[JobResult]
+    results_dir: Path
+
+    def count(self, status: str) -> int:
+        """How many jobs have ``status`` (``ok``, ``failed`` or ``skipped``)."""
+        return sum(r.status == status for r in self.results)
+
+    @property
+    def failed(self) -> List[JobResult]:
+        """The results of the jobs that failed."""
+        return [r for r in self.results if r.status == "failed"]
+
+    def format(self) -> str:
+        """A report for people: the counts, then each failed job with its log's last lines."""
+        lines = [f"{len(self.results)} jobs: {self.count('ok')} ok, {self.count('skipped')} skipped (done before), {self.count('failed')} failed"]
+        for result in self.failed:
+            log = result.job.run_dir(self.results_dir) / "log.txt"
+            lines.append(f"FAILED {result.job}: {result.message} (log: {log})")
+            lines += [f"    | {line}" for line in result.log_tail]
+        return "\n".join(lines)
+
+
+class CommandTemplate:
+    """A picklable ``make_command`` from a template string such as
+    ``"python -m spacy train configs/{scheme}.cfg --output {output} --seed {seed}"``.
+
+    The template is split like a shell line (``shlex``); in each argument the placeholders
+    ``{dataset}``, ``{scheme}``, ``{seed}`` and ``{output}`` are replaced. Other braces are left as
+    they are, so a ``python -c`` argument may hold JSON or dict literals.
+    """
+
+    def __init__(self, template: str):
+        """template: the command line with placeholders."""
+        self.template = template
+        self.args = shlex.split(template)
+        if not self.args:
+            raise ValueError("empty command template")
+
+    def __call__(self, dataset: str, scheme: str, seed: int, output: str) -> List[str]:
+        values = dict(zip(PLACEHOLDERS, (dataset, scheme, str(seed), output)))
+        return [self._fill(arg, values) for arg in self.args]
+
+    @staticmethod
+    def _fill(arg: str, values: Dict[str, str]) -> str:
+        for name, value in values.items():
+            arg = arg.replace("{" + name + "}", value)
+        return arg
+
+
+# ------------------------------------------------------------------------------------ running jobs
+
+
+def run_command(command: Sequence[str], log_path: Path, cwd: Optional[PathLike] = None) -> int:
+    """Run ``command`` single-threaded with stdout and stderr into ``log_path``; return its exit code.
+
+    command: the arguments; log_path: the log to (over)write; cwd: the working folder (None: ours).
+    A command that cannot start (not found, not executable) logs why and returns 127.
+    """
+    env = {**os.environ, **SINGLE_THREAD_ENV}
+    start = time.monotonic()
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write(f"$ {shlex.join(command)}\n")
+        log.flush()
+        try:
+            code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd, env=env).returncode
+        except OSError as exc:
+            log.write(f"cannot start the command: {exc}\n")
+            code = 127
+        log.write(f"[exit code {code} after {time.monotonic() - start:.1f} s]\n")
+    return code
+
+
+def _tail(text: str) -> List[str]:
+    """The last :data:`TAIL_LINES` lines of ``text``."""
+    return text.splitlines()[-TAIL_LINES:]
+
+
+def _judge(job: Job, run_dir: Path, code: int, seconds: float) -> JobResult:
+    """The result of a job that ran: ``ok`` when it exited 0 and left ``metrics.json``."""
+    log = run_dir / "log.txt"
+    tail = _tail(log.read_text(encoding="utf-8", errors="replace")) if log.exists() else []
+    if code != 0:
+        return JobResult(job, "failed", code, seconds, f"exit code {code}", tail)
+    if not (run_dir / "metrics.json").exists():
+        return JobResult(job, "failed", code, seconds, "exit code 0 but no metrics.json was written", tail)
+    return JobResult(job, "ok", code, seconds)
+
+
+def _run_local_job(job: Job, make_command: MakeCommand, results_dir: Path, cwd: Optional[PathLike]) -> JobResult:
+    """Run one job here with ``{output}`` = its run folder."""
+    run_dir = job.run_dir(results_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    try:
+        command = list(make_command(job.dataset, job.scheme, job.seed, str(run_dir.resolve())))
+    except Exception as exc:  # a broken template or callable fails this job only
+        return JobResult(job, "failed", None, 0.0, f"could not make the command: {exc!r}")
+    code = run_command(command, run_dir / "log.txt", cwd)
+    return _judge(job, run_dir, code, time.monotonic() - start)
+
+
+def _local_backend(jobs, make_command, results_dir, max_workers, cwd) -> Iterator[JobResult]:
+    """Yield the results of ``jobs`` run by ``max_workers`` local slots, as they finish (arguments:
+    as in :func:`run_grid`)."""
+    with ThreadPoolExecutor(max_workers=max_workers) as pool:
+        futures = [pool.submit(_run_local_job, job, make_command, results_dir, cwd) for job in jobs]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+# ------------------------------------------------------------------------------------- Ray backend
+
+
+def run_remote_job(job: Job, make_command: MakeCommand, cwd: Optional[str]) -> Tuple[int, float, bytes, Dict[str, bytes]]:
+    """The body of a Ray task: run ``job`` in a temporary folder; return what the driver needs.
+
+    job: the job; make_command: builds its command (``{output}`` = the temporary folder); cwd: the
+    working folder on the node (None: the worker's). Returns (exit code, seconds, log bytes,
+    {relative path: bytes} of the files the job left in ``{output}``).
+    """
+    with tempfile.TemporaryDirectory(prefix="spacy-elmo-mix-job-") as tmp:
+        output, log = Path(tmp) / "output", Path(tmp) / "log.txt"
+        output.mkdir()
+        start = time.monotonic()
+        code = run_command(list(make_command(job.dataset, job.scheme, job.seed, str(output))), log, cwd)
+        files = {str(p.relative_to(output)): p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()}
+        return code, time.monotonic() - start, log.read_bytes(), files
+
+
+def write_returned_files(run_dir: Path, log: bytes, files: Dict[str, bytes]) -> None:
+    """Write a remote job's log and files into ``run_dir`` atomically, ``metrics.json`` last.
+
+    run_dir: the run folder; log: the log's bytes; files: relative path -> bytes.
+    """
+    for name, data in sorted(files.items(), key=lambda item: item[0] == "metrics.json"):
+        target = (run_dir / name).resolve()
+        if run_dir.resolve() not in target.parents:
+            raise ValueError(f"{run_dir}: a remote job returned a file outside its folder: {name!r}")
+        with atomic_output(target) as tmp:
+            tmp.write_bytes(data)
+    with atomic_output(run_dir / "log.txt") as tmp:
+        tmp.write_bytes(log)
+
+
+def _import_ray():
+    """``import ray``, or a RuntimeError that says how to install it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise RuntimeError(
+            "the 'ray' backend needs Ray, which is not installed: pip install 'spacy-elmo-mix[ray]' (or ray>=2.9)"
+        ) from exc
+    return ray
+
+
+def _ray_backend(jobs, make_command, results_dir, max_workers, cwd, address=None, runtime_env=None) -> Iterator[JobResult]:
+    """Yield the results of ``jobs`` run as Ray tasks, as they finish; see the module docstring.
+
+    address: the cluster (None: start a local instance with ``max_workers`` CPUs); runtime_env: Ray's
+    runtime environment for the tasks (e.g. ``{"working_dir": "."}`` to ship the project to a cluster).
+    """
+    ray = _import_ray()
+    started_here = not ray.is_initialized()
+    if started_here:
+        local = {"num_cpus": max_workers, "include_dashboard": False} if address is None else {}
+        ray.init(address=address, runtime_env=runtime_env, log_to_driver=False, **local)
+    remote = ray.remote(num_cpus=1, max_retries=0)(run_remote_job)
+    try:
+        pending = {remote.remote(job, make_command, cwd): job for job in jobs}
+        while pending:
+            (ref,), _ = ray.wait(list(pending), num_returns=1)
+            yield _collect_remote(pending.pop(ref), ref, ray, results_dir)
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _collect_remote(job: Job, ref, ray, results_dir: Path) -> JobResult:
+    """Fetch a finished Ray task's outcome, write its files into the run folder and judge it."""
+    run_dir = job.run_dir(results_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        code, seconds, log, files = ray.get(ref)
+        write_returned_files(run_dir, log, files)
+    except Exception as exc:  # a task that died, or bad returned files, fails this job only
+        return JobResult(job, "failed", None, 0.0, f"the Ray task failed: {exc!r}"[:2000])
+    return _judge(job, run_dir, code, seconds)
+
+
+BACKENDS = {"local": _local_backend, "ray": _ray_backend}
+
+
+# ----------------------------------------------------------------------------------------- the API
+
+
+def free_cores() -> int:
+    """The number of cores this process may run on (``os.sched_getaffinity``, else ``os.cpu_count``)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def grid_jobs(datasets: Sequence[str], schemes: Sequence[str], seeds: Sequence[int]) -> List[Job]:
+    """All jobs, seed-major (every cell gets its first seed before any gets its second)."""
+    return [Job(d, s, int(n)) for n in seeds for d in datasets for s in schemes]
+
+
+def run_grid(
+    datasets: Sequence[str],
+    schemes: Sequence[str],
+    seeds: Sequence[int],
+    make_command: Union[MakeCommand, str],
+    backend: str = "local",
+    results_dir: PathLike = "results",
+    max_workers: Optional[int] = None,
+    address: Optional[str] = None,
+    cwd: Optional[PathLike] = None,
+    runtime_env: Optional[dict] = None,
+    progress: bool = True,
+) -> GridSummary:
+    """Run every (dataset, scheme, seed) job whose ``metrics.json`` does not exist yet.
+
+    datasets/schemes/seeds: the grid; make_command: ``(dataset, scheme, seed, output) -> args`` or a
+    template string for :class:`CommandTemplate`; backend: ``local`` or ``ray``; results_dir: the
+    results folder; max_workers: parallel jobs (local) or CPUs of a new local Ray instance (default:
+    :func:`free_cores`); address: the Ray cluster (``ray`` only; None: a local instance); cwd: the
+    jobs' working folder (local default: ours; ray default: the worker's); runtime_env: Ray's runtime
+    environment (``ray`` only); progress: show a tqdm bar. Returns the :class:`GridSummary`.
+    """
+    from tqdm import tqdm
+
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    make_command = CommandTemplate(make_command) if isinstance(make_command, str) else make_command
+    results_dir = Path(results_dir)
+    jobs = grid_jobs(datasets, schemes, seeds)
+    done = {job: JobResult(job, "skipped") for job in jobs if (job.run_dir(results_dir) / "metrics.json").exists()}
+    todo = [job for job in jobs if job not in done]
+    extra = {"address": address, "runtime_env": runtime_env} if backend == "ray" else {}
+    with tqdm(total=len(todo), desc="grid", unit="job", disable=not progress or not todo) as bar:
+        for result in BACKENDS[backend](todo, make_command, results_dir, max_workers or free_cores(), cwd, **extra):
+            done[result.job] = result
+            bar.update()
+            bar.set_postfix(failed=sum(r.status == "failed" for r in done.values()))
+    return GridSummary([done[job] for job in jobs], results_dir)

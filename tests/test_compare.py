@@ -1,0 +1,132 @@
+"""compare: means, std, bold, † marks, missing runs, layer weights and timing from synthetic results."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import ttest_ind
+
+from spacy_elmo_mix.cli.compare import main as compare_cli
+from spacy_elmo_mix.workflow.compare import MetricsError, compare, read_metrics, scheme_order
+
+
+def write_run(root, dataset, scheme, seed, score, metric="ents_f", **extra):
+    run_dir = root / "runs" / dataset / scheme / f"seed{seed}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    metrics = {"dataset": dataset, "scheme": scheme, "seed": seed, "score": score, "metric": metric, **extra}
+    (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    return run_dir
+
+
+def write_cell(root, dataset, scheme, scores, **extra):
+    for seed, score in enumerate(scores, start=1):
+        write_run(root, dataset, scheme, seed, score, **extra)
+
+
+def row_cells(table_md, label):
+    """The cell texts of the table row whose first cell contains ``label``."""
+    row = next(line for line in table_md.splitlines() if line.startswith("|") and label in line.split("|")[1])
+    return [cell.strip() for cell in row.strip("|").split("|")][1:]
+
+
+BEST = [0.900, 0.902, 0.898, 0.901, 0.899]
+CLEARLY_WORSE = [0.850, 0.852, 0.848, 0.851, 0.849]
+NOT_CLEARLY_WORSE = [0.905, 0.890, 0.899, 0.893, 0.901]  # mean 0.8976, large variance
+
+
+def test_means_std_bold_and_significance(tmp_path):
+    write_cell(tmp_path, "conll2003", "weighted", BEST)
+    write_cell(tmp_path, "conll2003", "layer1", CLEARLY_WORSE)
+    write_cell(tmp_path, "conll2003", "average", NOT_CLEARLY_WORSE)
+    p_worse = ttest_ind(BEST, CLEARLY_WORSE, equal_var=False, alternative="greater").pvalue
+    p_close = ttest_ind(BEST, NOT_CLEARLY_WORSE, equal_var=False, alternative="greater").pvalue
+    assert p_worse < 0.01 < p_close  # the cases are what they claim to be
+
+    report = compare(tmp_path)
+    cells = row_cells(report.outputs["table"].read_text(), "conll2003")
+    # paper order: layer1, average, weighted
+    assert cells == [
+        f"85.00 ± {100 * np.std(CLEARLY_WORSE, ddof=1):.2f}†",
+        f"89.76 ± {100 * np.std(NOT_CLEARLY_WORSE, ddof=1):.2f}",
+        f"**90.00 ± {100 * np.std(BEST, ddof=1):.2f}**",
+    ]
+    table = report.table
+    assert table.cells["conll2003", "layer1"].p_value == pytest.approx(p_worse)
+    assert table.cells["conll2003", "average"].p_value == pytest.approx(p_close)
+    assert "5 seeds per cell" in report.outputs["table"].read_text()
+
+
+def test_fewer_than_two_seeds_is_not_tested(tmp_path):
+    write_cell(tmp_path, "wnut16", "weighted", BEST)
+    write_cell(tmp_path, "wnut16", "layer2", [0.5])
+    text = compare(tmp_path, seeds=[1, 2, 3, 4, 5]).outputs["table"].read_text()
+    assert row_cells(text, "wnut16") == ["50.00 ± n/a (n=1)", "**90.00 ± 0.16** (n=5)"]
+    assert "wnut16/layer2: not tested for significance" in text
+    assert "missing wnut16/layer2, seeds 2, 3, 4, 5: not run (no run folder)" in text
+
+
+def test_tied_best_are_all_bold(tmp_path):
+    write_cell(tmp_path, "ud_ewt", "layer1", [0.9, 0.8], metric="pos_acc")
+    write_cell(tmp_path, "ud_ewt", "layer2", [0.8, 0.9], metric="pos_acc")
+    cells = row_cells(compare(tmp_path).outputs["table"].read_text(), "ud_ewt")
+    assert all(cell.startswith("**85.00") for cell in cells)
+
+
+def test_missing_and_unreadable_runs_are_reported(tmp_path):
+    write_cell(tmp_path, "conll2003", "weighted", [0.9, 0.91])
+    write_cell(tmp_path, "conll2003", "layer1", [0.8, 0.81])
+    (tmp_path / "runs/conll2003/layer1/seed2/metrics.json").write_text("{not json")
+    failed = tmp_path / "runs/conll2003/concat/seed1"
+    failed.mkdir(parents=True)
+    (failed / "log.txt").write_text("Traceback ...")
+    report = compare(tmp_path)
+    missing = report.results.missing
+    assert "unreadable" in missing["conll2003", "layer1", 2] and "layer1/seed2/metrics.json" in missing["conll2003", "layer1", 2]
+    assert missing["conll2003", "concat", 1].startswith("no metrics.json")
+    assert missing["conll2003", "concat", 2] == "not run (no run folder)"
+    text = report.outputs["table"].read_text()
+    assert row_cells(text, "conll2003") == ["80.00 ± n/a (n=1)", "–", "**90.50 ± 0.71** (n=2)"]
+    assert "missing conll2003/concat, seeds 1" not in text and "missing conll2003/concat, seed 1: no metrics.json" in text
+
+
+def test_unknown_schemes_follow_the_paper_order():
+    assert scheme_order(["zeta", "weighted12", "alpha", "layer3", "concat", "layer1"]) == [
+        "layer1", "layer3", "concat", "weighted12", "alpha", "zeta"
+    ]
+
+
+def test_read_metrics_errors_name_file_and_key(tmp_path):
+    run_dir = write_run(tmp_path, "conll2003", "weighted", 1, 91.2)
+    with pytest.raises(MetricsError, match=r"seed1/metrics.json: key 'score' must be a fraction"):
+        read_metrics(run_dir / "metrics.json", ("conll2003", "weighted", 1))
+    with pytest.raises(MetricsError, match=r"key 'seed' is 1 but the folder says 2"):
+        read_metrics(run_dir / "metrics.json", ("conll2003", "weighted", 2))
+    (run_dir / "metrics.json").write_text(json.dumps({"dataset": "conll2003"}))
+    with pytest.raises(MetricsError, match=r"missing key 'scheme'"):
+        read_metrics(run_dir / "metrics.json", ("conll2003", "weighted", 1))
+
+
+def test_layer_weights_and_timing(tmp_path):
+    lw = lambda w, g: {"ner": {"weights": w, "gamma": g}}  # noqa: E731
+    write_run(tmp_path, "conll2003", "weighted", 1, 0.9, train_seconds=100, layer_weights=lw([0.2, 0.3, 0.5], 1.0))
+    write_run(tmp_path, "conll2003", "weighted", 2, 0.9, train_seconds=140, layer_weights=lw([0.4, 0.3, 0.3], 2.0))
+    write_run(tmp_path, "conll2003", "weighted12", 1, 0.9, train_seconds=90, layer_weights=lw([0.5, 0.5], 1.0))
+    write_run(tmp_path, "conll2003", "average", 1, 0.9, train_seconds=80, layer_weights=lw([0.5, 0.6], 1.0))
+    report = compare(tmp_path)
+    weights = report.outputs["layer_weights"].read_text()
+    assert "| `conll2003` | `weighted` | ner | 0.300 | 0.300 | 0.400 | 1.500 | 2 |" in weights
+    assert "| `conll2003` | `weighted12` | ner | 0.500 | 0.500 | – | 1.000 | 1 |" in weights
+    assert "`average`" not in weights  # its weights do not sum to 1: left out, with a note
+    assert any("layer_weights.ner.weights must be softmax-normalized" in note for note in report.results.notes)
+    timing = report.outputs["timing"].read_text()
+    assert "| `conll2003` | 80.0 (n=1) | 120.0 (n=2) | 90.0 (n=1) | 0.750 |" in timing
+
+
+def test_outputs_on_empty_results_and_cli(tmp_path, capsys):
+    assert compare_cli(["--results", str(tmp_path), "--datasets", "conll2003", "--schemes", "layer1", "--seeds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "0 finished runs, 1 missing" in out and "missing conll2003/layer1, seed 1" in out
+    assert (tmp_path / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| CoNLL-2003 NER (`conll2003`) | – |" in (tmp_path / "table.md").read_text()
+    assert {p.name for p in tmp_path.iterdir()} == {"table.md", "scores.png", "layer_weights.md", "timing.md"}

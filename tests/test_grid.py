@@ -1,0 +1,85 @@
+"""grid: tiny jobs on the local backend (run, resume, failures) and on a local Ray instance."""
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+import pytest
+
+from spacy_elmo_mix.cli.grid import main as grid_cli
+from spacy_elmo_mix.workflow.grid import CommandTemplate, run_grid, write_returned_files
+
+# A job that writes metrics.json (score from the seed, its OMP_NUM_THREADS recorded) and fails with
+# exit code 3 for scheme "bad".
+JOB = (
+    "import json, os, sys; d, s, n, o = sys.argv[1:]; print('job', d, s, n); "
+    "s == 'bad' and sys.exit(3); "
+    "json.dump({'dataset': d, 'scheme': s, 'seed': int(n), 'score': int(n) / 10, 'metric': 'ents_f', "
+    "'threads': os.environ['OMP_NUM_THREADS']}, open(os.path.join(o, 'metrics.json'), 'w'))"
+)
+TEMPLATE = f"{shlex.quote(sys.executable)} -c {shlex.quote(JOB)} {{dataset}} {{scheme}} {{seed}} {{output}}"
+
+
+def metrics(results, dataset, scheme, seed):
+    return json.loads((results / "runs" / dataset / scheme / f"seed{seed}" / "metrics.json").read_text())
+
+
+def test_local_runs_resumes_and_reports_failures(tmp_path):
+    results = tmp_path / "results"
+    summary = run_grid(["d1", "d2"], ["good", "bad"], [1, 2], TEMPLATE, results_dir=results, max_workers=2, progress=False)
+    assert (summary.count("ok"), summary.count("failed"), summary.count("skipped")) == (4, 4, 0)
+    assert metrics(results, "d2", "good", 2) == {
+        "dataset": "d2", "scheme": "good", "seed": 2, "score": 0.2, "metric": "ents_f", "threads": "1"
+    }
+    failed = summary.failed[0]
+    assert failed.job.scheme == "bad" and failed.returncode == 3 and failed.message == "exit code 3"
+    assert any("job d1 bad 1" in line for line in failed.log_tail) and failed.log_tail[-1].startswith("[exit code 3")
+    assert "FAILED d1/bad/seed1: exit code 3" in summary.format()
+    assert (results / "runs/d1/bad/seed1/log.txt").exists()
+
+    again = run_grid(["d1", "d2"], ["good", "bad"], [1, 2], TEMPLATE, results_dir=results, progress=False)
+    assert (again.count("skipped"), again.count("failed")) == (4, 4)
+    assert [r.job for r in again.results if r.status == "skipped"] == [r.job for r in summary.results if r.status == "ok"]
+
+
+def test_jobs_without_metrics_or_that_cannot_start_fail(tmp_path):
+    quiet = f"{shlex.quote(sys.executable)} -c pass {{output}}"
+    summary = run_grid(["d"], ["s"], [1], quiet, results_dir=tmp_path, progress=False)
+    assert summary.failed[0].message == "exit code 0 but no metrics.json was written"
+    summary = run_grid(["d"], ["s"], [1], "/nonexistent/program {output}", results_dir=tmp_path, progress=False)
+    assert summary.failed[0].returncode == 127
+    assert "cannot start the command" in (tmp_path / "runs/d/s/seed1/log.txt").read_text()
+
+
+def test_template_fills_placeholders_only():
+    make = CommandTemplate("""python -c "print({'a': 1})" {dataset} --seed {seed} --out={output}/x {scheme}""")
+    assert make("conll2003", "weighted", 3, "/r") == [
+        "python", "-c", "print({'a': 1})", "conll2003", "--seed", "3", "--out=/r/x", "weighted"
+    ]
+
+
+def test_returned_files_stay_in_the_run_folder(tmp_path):
+    write_returned_files(tmp_path, b"log", {"metrics.json": b"{}", "sub/a.txt": b"a"})
+    assert (tmp_path / "sub/a.txt").read_bytes() == b"a" and (tmp_path / "log.txt").read_bytes() == b"log"
+    with pytest.raises(ValueError, match="outside its folder"):
+        write_returned_files(tmp_path / "run", b"", {"../escape.txt": b"x"})
+
+
+def test_cli_exit_code_and_ray_missing(tmp_path, capsys, monkeypatch):
+    args = ["--datasets", "d", "--schemes", "good", "--seeds", "1", "--results", str(tmp_path), "--no-progress"]
+    assert grid_cli(args + ["--command-template", TEMPLATE]) == 0
+    assert "1 jobs: 1 ok" in capsys.readouterr().out
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    assert grid_cli(args + ["--seeds", "2", "--command-template", TEMPLATE, "--backend", "ray"]) == 2
+    assert "needs Ray, which is not installed" in capsys.readouterr().err
+
+
+def test_ray_backend_on_a_local_instance(tmp_path):
+    pytest.importorskip("ray", reason="ray is not installed (optional extra: pip install 'spacy-elmo-mix[ray]')")
+    results = tmp_path / "results"
+    summary = run_grid(["d1"], ["good", "bad"], [1, 2], TEMPLATE, backend="ray", results_dir=results, max_workers=2, progress=False)
+    assert (summary.count("ok"), summary.count("failed")) == (2, 2)
+    assert metrics(results, "d1", "good", 2)["score"] == 0.2 and metrics(results, "d1", "good", 2)["threads"] == "1"
+    assert "job d1 good 1" in (results / "runs/d1/good/seed1/log.txt").read_text()
+    assert summary.failed[0].returncode == 3 and any("job d1 bad" in line for line in summary.failed[0].log_tail)
