@@ -1,0 +1,73 @@
+"""``MODEL_CARD.md`` for an exported biLM: data, size, training, perplexities."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, Union
+
+from ..bilm import BiLMOptions
+
+TOKENIZERS = {False: 'spaCy\'s English tokenizer (`spacy.blank("en")`)', True: "whitespace (pre-tokenized text)"}
+
+
+def model_card(options: BiLMOptions, info: Dict[str, Any], notes: str = "") -> str:
+    """The card's Markdown.
+
+    info: ``data`` (corpus summary), ``config`` (TrainConfig dict), ``training`` (Trainer.summary()),
+    ``unigram_ppl``, ``n_parameters``, ``weights_bytes``, ``exported_layers``.
+    notes: extra Markdown sections appended at the end (e.g. why this size, downstream value).
+    """
+    data, cfg, run = info["data"], info["config"], info["training"]
+    lstm, cnn = options.lstm, options.char_cnn
+    unigram = info["unigram_ppl"]
+    lines = [
+        "# ELMo biLM model card",
+        "",
+        "## Model",
+        f"- Character CNN: {cnn.char_embedding_dim}-dim character embeddings, filters {[list(f) for f in cnn.filters]} "
+        f"({cnn.n_filters} in all, {cnn.activation}), {cnn.n_highway} highway layer(s), projection to {lstm.projection_dim}.",
+        f"- biLSTM: {lstm.n_layers} layer(s) per direction, {lstm.dim} cells with projection to {lstm.projection_dim} "
+        f"(ELMo layers of {options.output_dim} dims), cell clip {lstm.cell_clip:g}, projection clip {lstm.proj_clip:g}, "
+        f"skip connections {'on' if lstm.use_skip_connections else 'off'}.",
+        f"- {info['n_parameters']:,} parameters; `weights.hdf5` {info['weights_bytes'] / 1e6:.1f} MB (float32, bilm-tf/AllenNLP layout).",
+        f"- Exported LSTM layers: {info['exported_layers']} (of {info['trained_layers']} trained).",
+        "",
+        "## Data",
+        f"- Training: {data['train_lines']:,} lines, {data['train_tokens']:,} tokens from {', '.join(Path(p).name for p in data['train_files'])}.",
+        f"- Held-out: {data['heldout_lines']:,} lines, {data['heldout_tokens']:,} tokens from {', '.join(Path(p).name for p in data['heldout_files']) or 'none'}.",
+        f"- Tokenization: {TOKENIZERS[bool(data['pretokenized'])]}; "
+        f"skipped lines: {data['skipped_lines'] or 'none'}.",
+        f"- Softmax vocabulary: {data['vocab_size']:,} words (`vocab.txt`, `<S>`, `</S>`, `<UNK>` first); adaptive softmax shared by both directions.",
+        "",
+        "## Training",
+        f"- {run['steps']:,} steps ({run['epoch']} full epoch(s) completed), {run['tokens_seen']:,} predicted tokens per direction, "
+        f"{run['elapsed_s'] / 60:.1f} minutes.",
+        f"- Windows of at most {cfg['max_len']} tokens with `<S>`/`</S>`, zero initial state (as at inference); "
+        f"about {cfg['tokens_per_batch']} tokens per batch; Adam, peak learning rate {cfg['lr']:g}, "
+        f"{cfg['warmup_steps']} warmup steps then inverse square-root decay; dropout {cfg['dropout']:g}; "
+        f"gradient norm clipped at {cfg['clip_norm']:g}; seed {cfg['seed']}.",
+        "",
+        "## Held-out perplexity",
+        "",
+        "| model | forward | backward |",
+        "|---|---|---|",
+        f"| this biLM | {_fmt(run['heldout_forward_ppl'])} | {_fmt(run['heldout_backward_ppl'])} |",
+        f"| unigram (add-one word frequencies of the training text) | {_fmt(unigram)} | {_fmt(unigram)} |",
+        "",
+        "Both over the same vocabulary (rare words as `<UNK>`) and the same predictions (every word and "
+        "the end marker of its direction).",
+    ]
+    if info.get("curve"):
+        lines += ["", f"![training curve]({info['curve']})"]
+    if notes:
+        lines += ["", notes.strip()]
+    return "\n".join(lines) + "\n"
+
+
+def write_model_card(path: Union[str, Path], options: BiLMOptions, info: Dict[str, Any], notes: str = "") -> Path:
+    """Write :func:`model_card` to ``path``."""
+    Path(path).write_text(model_card(options, info, notes), encoding="utf-8")
+    return Path(path)
+
+
+def _fmt(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.1f}"

@@ -1,0 +1,43 @@
+"""Checkpoints: everything needed to continue a run exactly, written atomically."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any, Dict, Union
+
+import numpy as np
+import torch
+
+from ..bilm.files import atomic_write
+from ..errors import ElmoFileError
+
+CHECKPOINT_NAME = "checkpoint.pt"
+
+
+def rng_states() -> Dict[str, Any]:
+    """The states of torch's, numpy's and Python's global random generators."""
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+
+
+def restore_rng_states(states: Dict[str, Any]) -> None:
+    """Undo :func:`rng_states`."""
+    torch.set_rng_state(states["torch"])
+    np.random.set_state(states["numpy"])
+    random.setstate(states["python"])
+
+
+def save_checkpoint(state: Dict[str, Any], path: Union[str, Path]) -> None:
+    """Write ``state`` (tensors, numbers, lists, dicts) to ``path`` via a temporary file and rename."""
+    with atomic_write(Path(path)) as tmp:
+        torch.save(state, tmp)
+
+
+def load_checkpoint(path: Union[str, Path]) -> Dict[str, Any]:
+    """Read a checkpoint written by :func:`save_checkpoint`; a clear error if it is missing or corrupt."""
+    path = Path(path)
+    if not path.is_file():
+        raise ElmoFileError(f"No checkpoint to resume from: {path} does not exist")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # torch raises many types for truncated or foreign files
+        raise ElmoFileError(f"Cannot read checkpoint {path} ({type(exc).__name__}: {exc})") from None

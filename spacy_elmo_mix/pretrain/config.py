@@ -1,0 +1,43 @@
+"""Training hyperparameters (everything except the model's size, which is a BiLMOptions)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Dict, Optional
+
+
+@dataclass
+class TrainConfig:
+    """Settings of one pretraining run.
+
+    max_len: tokens per training window (longer lines are cut).
+    tokens_per_batch: predicted tokens per batch and direction (about).
+    lr: peak Adam learning rate; warmup_steps: linear warmup, then inverse square-root decay.
+    dropout: dropout between the biLM's layers during training.
+    clip_norm: gradient norm clipping threshold.
+    seed: seed of the initialisation, the data order and dropout.
+    max_steps, max_minutes: stop after this many steps / minutes of training (None: no limit).
+    max_epochs: stop after this many passes over the training data.
+    eval_every: held-out perplexity every this many steps (0: only at the end).
+    checkpoint_every: checkpoint every this many steps (0: only at the end).
+    """
+
+    max_len: int = 30
+    tokens_per_batch: int = 2000
+    lr: float = 1.5e-3
+    warmup_steps: int = 200
+    dropout: float = 0.1
+    clip_norm: float = 1.0
+    seed: int = 0
+    max_steps: Optional[int] = None
+    max_minutes: Optional[float] = None
+    max_epochs: int = 10
+    eval_every: int = 500
+    checkpoint_every: int = 200
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "TrainConfig":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

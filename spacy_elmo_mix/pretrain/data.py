@@ -1,0 +1,73 @@
+"""Everything the trainer needs from the text: examples, vocabulary and character table."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Union
+
+import numpy as np
+
+from .batches import char_table, make_examples
+from .corpus import DEFAULT_MAX_LINE_CHARS, read_corpus
+from .vocab import Vocabulary
+
+
+@dataclass
+class TrainingData:
+    """Training and held-out windows as type-id arrays, with the tables that decode them.
+
+    chars: character ids of every type; type_to_vocab: softmax id of every type.
+    summary: corpus facts for the model card (files, lines, tokens, skipped lines, vocabulary size).
+    """
+
+    train: List[np.ndarray]
+    heldout: List[np.ndarray]
+    vocab: Vocabulary
+    chars: np.ndarray
+    type_to_vocab: np.ndarray
+    summary: Dict[str, object]
+
+    def fingerprint(self) -> Dict[str, int]:
+        """Numbers that must match when a run resumes on the same data."""
+        return {"train_examples": len(self.train), "train_tokens": int(sum(len(e) for e in self.train)), "vocab_size": len(self.vocab)}
+
+
+def prepare_data(
+    train_paths: Sequence[Union[str, Path]],
+    heldout_paths: Sequence[Union[str, Path]],
+    max_len: int,
+    pretokenized: bool = False,
+    min_count: int = 3,
+    max_vocab: int = 40_000,
+    vocab: Optional[Vocabulary] = None,
+    max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
+) -> TrainingData:
+    """Read the text files, build (or reuse) the vocabulary and cut windows of ``max_len`` tokens.
+
+    vocab: a fixed vocabulary (when resuming); otherwise built from the training files with
+    ``min_count`` and ``max_vocab``.
+    max_line_chars: longer lines are skipped with a warning.
+    """
+    train = read_corpus(train_paths, pretokenized=pretokenized, max_line_chars=max_line_chars)
+    vocab = vocab or Vocabulary.build(train.types, train.type_counts(), min_count=min_count, max_size=max_vocab)
+    heldout = read_corpus(heldout_paths, pretokenized=pretokenized, max_line_chars=max_line_chars, types=train.types) if heldout_paths else None
+    types = heldout.types if heldout else train.types
+    summary = {
+        "train_files": [str(p) for p in train_paths],
+        "heldout_files": [str(p) for p in heldout_paths],
+        "train_lines": len(train.sentences),
+        "train_tokens": train.n_tokens,
+        "heldout_lines": len(heldout.sentences) if heldout else 0,
+        "heldout_tokens": heldout.n_tokens if heldout else 0,
+        "skipped_lines": {**train.skipped, **({"heldout " + k: v for k, v in heldout.skipped.items()} if heldout else {})},
+        "vocab_size": len(vocab),
+        "pretokenized": pretokenized,
+    }
+    return TrainingData(
+        train=make_examples(train.sentences, max_len),
+        heldout=make_examples(heldout.sentences, max_len) if heldout else [],
+        vocab=vocab,
+        chars=char_table(types),
+        type_to_vocab=vocab.type_to_vocab(types),
+        summary=summary,
+    )
