@@ -1,0 +1,65 @@
+"""Helpers shared by the spaCy-integration tests: small pipelines on the tiny fixture model."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import spacy
+from spacy.language import Language
+from spacy.tokens import Doc
+from spacy.training import Example
+from thinc.api import Config
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "configs"
+
+
+def small_config(
+    config_name: str,
+    options_file: Path,
+    weight_file: Path,
+    scheme: str = "weighted",
+    frozen: bool = True,
+    width: int = 32,
+) -> Config:
+    """A config from ``configs/`` shrunk for tests, on the given biLM files."""
+    task = "ner" if config_name == "ner.cfg" else "tagger"
+    config = Config().from_disk(CONFIGS / config_name, interpolate=False)
+    config["paths"]["elmo_options"] = str(options_file)
+    config["paths"]["elmo_weights"] = str(weight_file)
+    config = config.interpolate()
+    config["components"]["elmo"]["model"]["frozen"] = frozen
+    tok2vec = config["components"][task]["model"]["tok2vec"]
+    tok2vec["elmo"]["mixer"]["name"] = scheme
+    tok2vec["width"] = width
+    tok2vec["encoder"]["width"] = width
+    tok2vec["encoder"]["depth"] = 1
+    return config
+
+
+def conll_examples(path: Path, n_sentences: int, nlp: Optional[Language] = None) -> List[Example]:
+    """The first ``n_sentences`` sentences of a CoNLL-2003 file as NER examples (BIO tags)."""
+    nlp = nlp or spacy.blank("en")
+    examples, words, tags = [], [], []
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            parts = line.split()
+            if parts and parts[0] != "-DOCSTART-":
+                words.append(parts[0])
+                tags.append(parts[-1])
+            elif words:
+                examples.append(Example(Doc(nlp.vocab, words=words), Doc(nlp.vocab, words=words, ents=tags)))
+                words, tags = [], []
+                if len(examples) == n_sentences:
+                    break
+    return examples
+
+
+def tagged_examples(ner_examples: List[Example]) -> List[Example]:
+    """The same sentences with their NER BIO labels as tags (a tagging task on the same data)."""
+    result = []
+    for eg in ner_examples:
+        ref = eg.reference
+        tags = [f"{t.ent_iob_}-{t.ent_type_}" if t.ent_type_ else "O" for t in ref]
+        result.append(Example(Doc(ref.vocab, words=[t.text for t in ref]), Doc(ref.vocab, words=[t.text for t in ref], tags=tags)))
+    return result
