@@ -1,0 +1,96 @@
+"""Pipelines with the elmo component survive to_bytes/from_bytes and to_disk/spacy.load,
+before and after initialize, with the biLM stored inside (no original files needed)."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import spacy
+from thinc.api import fix_random_seed
+
+from elmo_testing import conll_examples, small_config
+
+
+def _ner_scores(nlp, texts):
+    """The NER model's tok2vec output: a sensitive check that every learned weight survived."""
+    docs = list(nlp.pipe(texts, disable=["ner"]))
+    tok2vec = nlp.get_pipe("ner").model.get_ref("tok2vec")
+    return [np.asarray(y) for y in tok2vec.predict(docs)]
+
+
+@pytest.fixture
+def trained(tiny_model_files, data_dir):
+    fix_random_seed(0)
+    nlp = spacy.util.load_model_from_config(small_config("ner.cfg", *tiny_model_files, scheme="weighted"), auto_fill=True)
+    examples = conll_examples(data_dir / "conll2003" / "train.txt", 8, nlp)
+    nlp.initialize(lambda: examples)
+    for _ in range(3):
+        nlp.update(examples)
+    return nlp, [eg.reference.text for eg in examples]
+
+
+def _assert_same(nlp_a, nlp_b, texts):
+    for a, b in zip(_ner_scores(nlp_a, texts), _ner_scores(nlp_b, texts)):
+        np.testing.assert_array_equal(a, b)
+    ents = lambda nlp: [[(e.start, e.end, e.label_) for e in d.ents] for d in nlp.pipe(texts)]
+    assert ents(nlp_a) == ents(nlp_b)
+
+
+def test_bytes_round_trip_after_initialize(trained):
+    nlp, texts = trained
+    clone = spacy.util.load_model_from_config(nlp.config, auto_fill=False)
+    clone.from_bytes(nlp.to_bytes())
+    _assert_same(nlp, clone, texts)
+
+
+def test_disk_round_trip_needs_no_original_files(trained, tiny_model_files, tmp_path):
+    nlp, texts = trained
+    # Point the config at files that do not exist: loading must not read them.
+    fake = tmp_path / "gone"
+    fake.mkdir()
+    for f in tiny_model_files:
+        shutil.copy(f, fake / f.name)
+    nlp.get_pipe("elmo").model.attrs["options_file"] = str(fake / "options.json")
+    nlp.to_disk(tmp_path / "pipeline")
+    shutil.rmtree(fake)
+    loaded = spacy.load(tmp_path / "pipeline")
+    _assert_same(nlp, loaded, texts)
+
+
+def test_round_trip_before_initialize(tiny_model_files, data_dir, tmp_path):
+    config = small_config("ner.cfg", *tiny_model_files)
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    via_bytes = spacy.util.load_model_from_config(nlp.config, auto_fill=False)
+    via_bytes.from_bytes(nlp.to_bytes())
+    nlp.to_disk(tmp_path / "uninitialized")
+    via_disk = spacy.util.load_model_from_config(nlp.config, auto_fill=False)
+    via_disk.from_disk(tmp_path / "uninitialized")
+    examples = conll_examples(data_dir / "conll2003" / "train.txt", 4, nlp)
+    texts = [eg.reference.text for eg in examples]
+    results = []
+    for pipeline in (nlp, via_bytes, via_disk):
+        fix_random_seed(1)
+        pipeline.initialize(lambda: examples)
+        results.append(_ner_scores(pipeline, texts))
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_elmo_alone_round_trip(tiny_model_files, tmp_path):
+    options, weights = tiny_model_files
+    nlp = spacy.blank("en")
+    nlp.add_pipe(
+        "elmo",
+        config={
+            "model": {"options_file": str(options), "weight_file": str(weights)},
+            "scheme": {"@layers": "spacy-elmo-mix.ScalarMix.v1", "layers": [1, 2], "initial_weights": [0.25, 0.75], "trainable": False},
+        },
+    )
+    nlp.initialize()
+    nlp.to_disk(tmp_path / "elmo_only")
+    loaded = spacy.load(tmp_path / "elmo_only")
+    text = "Bytes and disks keep the same vectors ."
+    np.testing.assert_array_equal(nlp(text).tensor, loaded(text).tensor)
+    np.testing.assert_array_equal(nlp(text)._.elmo_layers, loaded(text)._.elmo_layers)
