@@ -33,7 +33,7 @@ def layer_weights_logger(logger: Optional[Callable] = None, path: Optional[str] 
             if path:
                 with Path(path).open("a", encoding="utf-8") as f:
                     record = {key: info.get(key) for key in ("step", "epoch", "losses", "score")}
-                    f.write(json.dumps({**record, "weights": weights}) + "\n")
+                    f.write(json.dumps({**record, "weights": weights}, default=float) + "\n")
 
         return log, finalize
 
