@@ -34,3 +34,23 @@ def data_dir() -> Path:
 def tiny_model_files(fixtures_dir):
     """(options.json, weights.hdf5) of the trained tiny bilm-tf fixture model."""
     return fixtures_dir / "tf_fixture" / "options.json", fixtures_dir / "tf_fixture" / "lm_weights.hdf5"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def single_torch_thread():
+    """Run tests on one torch thread: on 2 shared CI cores, 2 OpenMP threads made the small models'
+    tests 4-20x slower (threads spin waiting for a busy core)."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="session")
+def tiny_embedder(tiny_model_files):
+    """A frozen :class:`ElmoEmbedder` on the tiny bilm-tf fixture model (shared: do not modify)."""
+    from spacy_elmo_mix.bilm import ElmoEmbedder
+
+    return ElmoEmbedder(*tiny_model_files)
