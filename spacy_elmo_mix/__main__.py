@@ -17,6 +17,7 @@ COMMANDS = {
     "cache": ("spacy_elmo_mix.cli.cache", "precompute the ELMo layer cache for .spacy corpora"),
     "convert": ("spacy_elmo_mix.cli.convert", "convert CoNLL / WNUT / CoNLL-U data to .spacy files"),
     "compare": ("spacy_elmo_mix.cli.compare", "tabulate, test and plot the results of the scheme comparison"),
+    "run": ("spacy_elmo_mix.cli.run", "train and evaluate one dataset x scheme x seed (a grid job)"),
     "grid": ("spacy_elmo_mix.cli.grid", "train and evaluate a grid of datasets x schemes x seeds"),
 }
 

@@ -16,7 +16,9 @@ def learned_layer_weights(nlp: Language) -> Dict[str, List[dict]]:
 
     found: Dict[str, List[dict]] = {}
     for name, component in nlp.components:
-        models = [getattr(component, "model", None), getattr(component, "scheme", None)]
+        models = [getattr(component, "model", None)]
+        if getattr(component, "set_tensor", False):
+            models.append(component.scheme)  # the elmo component's own (fixed) scheme, when used
         for model in models:
             if model is None or not hasattr(model, "walk"):
                 continue

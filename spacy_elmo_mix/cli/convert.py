@@ -24,7 +24,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("dataset", choices=sorted(DATASETS), help="the input format")
     parser.add_argument("input", type=Path, help="the data set's folder, or one of its files")
     parser.add_argument("output", type=Path, help="output folder (folder input) or .spacy file (file input)")
-    parser.add_argument("--max-sentences", type=int, help="keep the first N sentences of each file (quick runs)")
+    parser.add_argument("--max-sentences", type=int, help="keep the first N sentences of each file (quick runs; 0 = all)")
     parser.add_argument("--limit-train", type=int, help="keep the first N training sentences (the paper: 500 for POS)")
     parser.add_argument("--scheme", choices=SCHEMES, default="auto", help="span tags: auto, iob1, or iob2 (BIO, strict)")
     args = parser.parse_args(argv)
@@ -32,9 +32,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error("--limit-train applies to a data set's folder; for one file use --max-sentences")
     try:
         if args.input.is_dir():
-            results = convert_dataset(args.dataset, args.input, args.output, args.max_sentences, args.limit_train, args.scheme)
+            results = convert_dataset(args.dataset, args.input, args.output, args.max_sentences or None, args.limit_train, args.scheme)
         else:
-            results = {"file": convert_file(args.dataset, args.input, args.output, args.max_sentences, args.scheme)}
+            results = {"file": convert_file(args.dataset, args.input, args.output, args.max_sentences or None, args.scheme)}
     except (ConvertError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -30,7 +30,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--backend", choices=sorted(BACKENDS), default="local", help="local (default) or ray")
     parser.add_argument("--address", help="ray: the cluster's address (default: start a local instance)")
     parser.add_argument("--ray-working-dir", help="ray: ship this folder to the cluster as the jobs' working folder")
-    parser.add_argument("--max-workers", type=int, help="parallel jobs (default: the free cores)")
+    parser.add_argument("--max-workers", type=int, help="parallel jobs (default or 0: the free cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     if args.backend != "ray" and (args.address or args.ray_working_dir):
@@ -39,7 +39,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         summary = run_grid(
             args.datasets, args.schemes, args.seeds, args.command_template, args.backend, args.results,
-            args.max_workers, args.address, runtime_env=runtime_env, progress=not args.no_progress,
+            args.max_workers or None, args.address or None, runtime_env=runtime_env, progress=not args.no_progress,
         )
     except (RuntimeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,0 +1,47 @@
+"""``python -m spacy_elmo_mix run``: train and evaluate one dataset x scheme x seed (a grid job)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import List, Optional
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spacy_elmo_mix run", description=__doc__)
+    parser.add_argument("--dataset", required=True, help="conll2003, wnut16, conll2000 or ud_ewt")
+    parser.add_argument("--scheme", required=True, help="a paper scheme: layer1 layer2 layer3 concat average weighted weighted12")
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--output", required=True, help="the run folder (metrics.json is written there)")
+    parser.add_argument("--corpus", default="corpus", help="folder with DATASET/{train,dev,test}.spacy")
+    parser.add_argument("--elmo-options", default=None, help="options.json (path or URL); default: embedded model")
+    parser.add_argument("--elmo-weights", default=None, help="weights.hdf5 (path or URL); default: embedded model")
+    parser.add_argument("--max-steps", type=int, default=1000)
+    parser.add_argument("--eval-frequency", type=int, default=200)
+    parser.add_argument("--gpu-id", type=int, default=-1)
+    parser.add_argument("--keep-model", action="store_true", help="keep the trained pipeline (OUTPUT/training)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="extra config override, e.g. components.elmo.model.cache_dir=\"cache\"")
+    args = parser.parse_args(argv)
+
+    from ..workflow.run import run_one
+
+    overrides = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            parser.error(f"--set {item!r}: the value must be JSON (strings in double quotes)")
+    options, weights = (args.elmo_options or None), (args.elmo_weights or None)
+    if (options is None) != (weights is None):
+        parser.error("give both --elmo-options and --elmo-weights, or neither")
+    try:
+        metrics = run_one(
+            args.dataset, args.scheme, args.seed, args.output, args.corpus, options, weights,
+            args.max_steps, args.eval_frequency, overrides=overrides, keep_model=args.keep_model, gpu_id=args.gpu_id,
+        )
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(metrics, indent=2))
+    return 0

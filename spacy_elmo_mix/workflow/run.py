@@ -1,0 +1,120 @@
+"""One run of the scheme comparison: train a pipeline for (dataset, scheme, seed), evaluate it on
+the test set and write ``metrics.json`` (the layout ``compare`` reads).
+
+The task per dataset: NER (``configs/ner.cfg``, F1 of entities) for ``conll2003``, ``wnut16`` and
+``conll2000`` (chunks as spans); POS tagging (``configs/tagger.cfg``, accuracy) for ``ud_ewt``.
+The scheme is a column of the paper's Table 1 (``spacy-elmo-mix.PaperScheme.v1`` name).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Optional, Union
+
+from . import write_text_atomic
+
+PathLike = Union[str, Path]
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+
+@dataclass(frozen=True)
+class Task:
+    """How a dataset is trained and scored: config file, component name, score key."""
+
+    config: str
+    component: str
+    metric: str
+
+
+TASKS: Dict[str, Task] = {
+    "conll2003": Task("ner.cfg", "ner", "ents_f"),
+    "wnut16": Task("ner.cfg", "ner", "ents_f"),
+    "conll2000": Task("ner.cfg", "ner", "ents_f"),
+    "ud_ewt": Task("tagger.cfg", "tagger", "tag_acc"),
+}
+
+
+def task_for(dataset: str) -> Task:
+    if dataset not in TASKS:
+        raise ValueError(f"Unknown dataset {dataset!r}; choose one of {', '.join(TASKS)}")
+    return TASKS[dataset]
+
+
+def run_one(
+    dataset: str,
+    scheme: str,
+    seed: int,
+    output: PathLike,
+    corpus_dir: PathLike,
+    elmo_options: Optional[str] = None,
+    elmo_weights: Optional[str] = None,
+    max_steps: int = 1000,
+    eval_frequency: int = 200,
+    config_dir: PathLike = CONFIG_DIR,
+    overrides: Optional[Dict[str, object]] = None,
+    keep_model: bool = False,
+    gpu_id: int = -1,
+) -> dict:
+    """Train, evaluate on ``test.spacy`` and write ``output/metrics.json``; returns the metrics.
+
+    corpus_dir: folder with ``{dataset}/train.spacy``, ``dev.spacy``, ``test.spacy`` (``convert``).
+    elmo_options, elmo_weights: biLM files (None: the embedded default model).
+    max_steps, eval_frequency: the training budget and how often the dev set is scored.
+    overrides: further ``spacy train`` config overrides. keep_model: keep ``output/model-best``.
+    gpu_id: -1 for CPU.
+    """
+    from spacy.cli.evaluate import evaluate
+    from spacy.cli.train import train
+
+    task = task_for(dataset)
+    output = Path(output)
+    corpus = Path(corpus_dir) / dataset
+    settings = {
+        "paths.train": str(corpus / "train.spacy"),
+        "paths.dev": str(corpus / "dev.spacy"),
+        "paths.elmo_options": elmo_options,
+        "paths.elmo_weights": elmo_weights,
+        "system.seed": int(seed),
+        f"components.{task.component}.model.tok2vec.elmo.mixer.name": scheme,
+        "training.max_steps": int(max_steps),
+        "training.eval_frequency": int(eval_frequency),
+        "training.logger.path": str(output / "train_log.jsonl"),
+        **(overrides or {}),
+    }
+    for key in ("paths.train", "paths.dev"):
+        if not Path(settings[key]).exists():
+            raise FileNotFoundError(f"{settings[key]} not found: run the convert step for {dataset} first")
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "train_log.jsonl").unlink(missing_ok=True)
+    started = time.perf_counter()
+    train(Path(config_dir) / task.config, output / "training", overrides=settings, use_gpu=gpu_id)
+    train_seconds = time.perf_counter() - started
+    model_dir = output / "training" / "model-best"
+    scores = evaluate(str(model_dir), corpus / "test.spacy", use_gpu=gpu_id, silent=True)
+    metrics = {
+        "dataset": dataset,
+        "scheme": scheme,
+        "seed": int(seed),
+        "score": float(scores[task.metric]),
+        "metric": task.metric,
+        "train_seconds": round(train_seconds, 2),
+        "max_steps": int(max_steps),
+        "layer_weights": _layer_weights(model_dir, task.component),
+    }
+    if not keep_model:
+        shutil.rmtree(output / "training")
+    write_text_atomic(output / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+    return metrics
+
+
+def _layer_weights(model_dir: Path, component: str) -> Dict[str, dict]:
+    """The learned weights of the component's scheme (absent for concatenation)."""
+    import spacy
+
+    from ..inspect_weights import learned_layer_weights
+
+    mixes = learned_layer_weights(spacy.load(model_dir)).get(component, [])
+    return {component: {"weights": mixes[0]["weights"], "gamma": mixes[0]["gamma"]}} if mixes else {}
