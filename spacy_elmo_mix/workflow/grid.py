@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 import subprocess
 import tempfile
 import time
@@ -108,7 +109,9 @@ class CommandTemplate:
 
     The template is split like a shell line (``shlex``); in each argument the placeholders
     ``{dataset}``, ``{scheme}``, ``{seed}`` and ``{output}`` are replaced. Other braces are left as
-    they are, so a ``python -c`` argument may hold JSON or dict literals.
+    they are, so a ``python -c`` argument may hold JSON or dict literals. A leading ``python`` or
+    ``python3`` runs the current interpreter (as ``spacy project run`` does), so jobs see the same
+    environment as the runner.
     """
 
     def __init__(self, template: str):
@@ -117,6 +120,8 @@ class CommandTemplate:
         self.args = shlex.split(template)
         if not self.args:
             raise ValueError("empty command template")
+        if self.args[0] in ("python", "python3"):
+            self.args[0] = sys.executable
 
     def __call__(self, dataset: str, scheme: str, seed: int, output: str) -> List[str]:
         values = dict(zip(PLACEHOLDERS, (dataset, scheme, str(seed), output)))
