@@ -30,6 +30,9 @@ def build_bilm(
     frozen: bool = True,
     batch_size: int = 64,
     max_length: int = 256,
+    cache_dir: Optional[str] = None,
+    cache_memory_mb: float = 512,
+    cache_dtype: str = "float32",
 ) -> Model[List[Doc], List[Floats3d]]:
     """The ELMo biLM as a thinc model: docs -> ``[k + 1, n_tokens, width]`` arrays.
 
@@ -39,8 +42,14 @@ def build_bilm(
     batch_size: sentences per biLM call.
     max_length: longest sequence, in tokens; longer sentences (or docs without sentence
         boundaries) are cut into windows of this length.
+    cache_dir: a folder for the on-disk layer cache of a frozen biLM (shared between runs and
+        processes; precompute it with ``python -m spacy_elmo_mix cache``); null: memory only.
+    cache_memory_mb: memory budget of the in-memory layer cache (LRU); 0 with no cache_dir
+        disables caching. With the cache, epochs after the first do no biLM work.
+    cache_dtype: ``float32`` (exact, default) or ``float16`` (half the space; relative rounding
+        <= 4.9e-4, the cache command's default).
     """
-    return bilm_model.BiLMModel(options_file, weight_file, frozen, batch_size, max_length)
+    return bilm_model.BiLMModel(options_file, weight_file, frozen, batch_size, max_length, cache_dir, cache_memory_mb, cache_dtype)
 
 
 @registry.architectures("spacy-elmo-mix.ElmoListener.v1")

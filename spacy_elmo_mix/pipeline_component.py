@@ -39,6 +39,9 @@ weight_file = null
 frozen = true
 batch_size = 64
 max_length = 256
+cache_dir = null
+cache_memory_mb = 512
+cache_dtype = "float32"
 
 [elmo.scheme]
 @layers = "spacy-elmo-mix.ScalarMix.v1"

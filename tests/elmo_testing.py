@@ -21,14 +21,19 @@ def small_config(
     scheme: str = "weighted",
     frozen: bool = True,
     width: int = 32,
+    cache_memory_mb: float = 512,
 ) -> Config:
-    """A config from ``configs/`` shrunk for tests, on the given biLM files."""
+    """A config from ``configs/`` shrunk for tests, on the given biLM files.
+
+    cache_memory_mb: 0 turns the layer cache off, so every call computes the layers afresh.
+    """
     task = "ner" if config_name == "ner.cfg" else "tagger"
     config = Config().from_disk(CONFIGS / config_name, interpolate=False)
     config["paths"]["elmo_options"] = str(options_file)
     config["paths"]["elmo_weights"] = str(weight_file)
     config = config.interpolate()
     config["components"]["elmo"]["model"]["frozen"] = frozen
+    config["components"]["elmo"]["model"]["cache_memory_mb"] = cache_memory_mb
     tok2vec = config["components"][task]["model"]["tok2vec"]
     tok2vec["elmo"]["mixer"]["name"] = scheme
     tok2vec["width"] = width

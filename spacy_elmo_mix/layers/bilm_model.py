@@ -10,10 +10,14 @@ Model attrs:
 - ``top_layer``: the highest ELMo layer to compute (``None``: all); set by the component from what its
   schemes and listeners need, so unused LSTM layers never run.
 - ``batch_size``: sequences per biLM call; ``max_length``: longest sequence (see ``segmentation``).
+- ``cache_dir``, ``cache_memory_mb``, ``cache_dtype``: the layer cache of a frozen biLM (see
+  ``layer_cache``): computed layers are kept in memory (LRU, this many MiB; 0 and no directory:
+  no cache) and, with a directory, on disk, shared between runs. ``float32`` keeps exact values.
 Dims: ``nO`` = layer width, set when the biLM is loaded; attr ``n_layers`` = layers the biLM offers.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Callable, List, Optional, Tuple
 
 import numpy as np
@@ -28,7 +32,14 @@ PLACEHOLDER = "placeholder"
 
 
 def BiLMModel(
-    options_file: Optional[str], weight_file: Optional[str], frozen: bool, batch_size: int, max_length: int
+    options_file: Optional[str],
+    weight_file: Optional[str],
+    frozen: bool,
+    batch_size: int,
+    max_length: int,
+    cache_dir: Optional[str] = None,
+    cache_memory_mb: float = 512,
+    cache_dtype: str = "float32",
 ) -> Model[List[Doc], List[Floats3d]]:
     """Build the (not yet loaded) biLM model; see the module docstring for the attrs."""
     from thinc.api import PyTorchShim
@@ -36,6 +47,10 @@ def BiLMModel(
 
     if (options_file is None) != (weight_file is None):
         raise ValueError("give both options_file and weight_file, or neither (the embedded default model)")
+    if cache_dtype not in ("float16", "float32"):
+        raise ValueError(f"cache_dtype must be 'float16' or 'float32', got {cache_dtype!r}")
+    if isinstance(cache_memory_mb, bool) or not isinstance(cache_memory_mb, (int, float)) or cache_memory_mb < 0:
+        raise ValueError(f"cache_memory_mb must be a number >= 0, got {cache_memory_mb!r}")
     for name, value in (("batch_size", batch_size), ("max_length", max_length)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -56,6 +71,9 @@ def BiLMModel(
             "batch_size": batch_size,
             "max_length": max_length,
             "n_layers": None,
+            "cache_dir": None if cache_dir is None else str(cache_dir),
+            "cache_memory_mb": cache_memory_mb,
+            "cache_dtype": cache_dtype,
             "replace_listener": replace_listener,
             "replace_listener_cfg": replace_listener_cfg,
         },
@@ -118,33 +136,53 @@ def bilm_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
 
 def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
     segments = [(i, s, e) for i, doc in enumerate(docs) for s, e in doc_segments(doc, model.attrs["max_length"])]
-    # Similar lengths together: fewer idle rows per recurrent step. Results do not depend on it.
-    order = sorted(range(len(segments)), key=lambda k: segments[k][2] - segments[k][1], reverse=True)
-    batch_size = model.attrs["batch_size"]
-    chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    tokens = [[t.text for t in docs[i][s:e]] for i, s, e in segments]
     with_grad = is_train and not model.attrs["frozen"]
-    results = [_run_chunk(model, docs, [segments[k] for k in chunk], with_grad) for chunk in chunks]
-    per_segment = {k: arr for chunk, (arrays, _) in zip(chunks, results) for k, arr in zip(chunk, arrays)}
-    outputs = _assemble(model, docs, segments, per_segment)
+    cache = None if with_grad else layer_cache(model)
+    if cache is None:
+        arrays, chunk_backprops = _compute(model, tokens, with_grad)
+    else:
+        top = model.attrs["top_layer"]
+        arrays = [model.ops.asarray(a) for a in cache.get_or_compute(tokens, top, lambda missing: _to_numpy(model, _compute(model, missing, False)[0]))]
+    outputs = _assemble(model, docs, segments, arrays)
 
     def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
         if with_grad:
-            for chunk, (_, chunk_backprop) in zip(chunks, results):
-                chunk_backprop([d_outputs[i][:, s:e] for i, s, e in (segments[k] for k in chunk)])
+            d_segments = [d_outputs[i][:, s:e] for i, s, e in segments]
+            for chunk, chunk_backprop in chunk_backprops:
+                chunk_backprop([d_segments[k] for k in chunk])
         return []
 
     return outputs, backprop
 
 
-def _run_chunk(model: Model, docs: List[Doc], chunk, with_grad: bool):
-    """ELMo layers of one chunk of segments: per-segment arrays and a backprop callback."""
+def _compute(model: Model, tokens: List[List[str]], with_grad: bool):
+    """ELMo layers of each token list (in input order) and ``(chunk, backprop)`` pairs when ``with_grad``.
+
+    Sequences are sorted by length before they are cut into ``batch_size`` chunks, so each biLM call
+    sees similar lengths (fewer idle rows per recurrent step); results do not depend on it.
+    """
+    order = sorted(range(len(tokens)), key=lambda k: len(tokens[k]), reverse=True)
+    size = model.attrs["batch_size"]
+    chunks = [order[i : i + size] for i in range(0, len(order), size)]
+    arrays: List = [None] * len(tokens)
+    backprops = []
+    for chunk in chunks:
+        chunk_arrays, chunk_backprop = _run_chunk(model, [tokens[k] for k in chunk], with_grad)
+        for k, array in zip(chunk, chunk_arrays):
+            arrays[k] = array
+        backprops.append((chunk, chunk_backprop))
+    return arrays, backprops
+
+
+def _run_chunk(model: Model, tokens: List[List[str]], with_grad: bool):
+    """ELMo layers of one chunk of token lists: per-list arrays and a backprop callback."""
     import torch
     from thinc.api import torch2xp, xp2torch
 
     from ..bilm.chars import batch_to_char_ids
 
     bilm = get_bilm(model)
-    tokens = [[t.text for t in docs[i][s:e]] for i, s, e in chunk]
     device = model.shims[0].device
     char_ids = torch.from_numpy(batch_to_char_ids(tokens, bilm.options.char_cnn.max_characters_per_token)).to(device)
     lengths = torch.tensor([len(t) for t in tokens], dtype=torch.int64)
@@ -164,13 +202,39 @@ def _run_chunk(model: Model, docs: List[Doc], chunk, with_grad: bool):
     return [torch2xp(layers[:, b, : len(t)].detach()) for b, t in enumerate(tokens)], backprop
 
 
-def _assemble(model: Model, docs, segments, per_segment) -> List[Floats3d]:
+def _to_numpy(model: Model, arrays: List) -> List[np.ndarray]:
+    return [model.ops.to_numpy(a) for a in arrays]
+
+
+# Keyed by the loaded torch biLM: a new biLM (initialize, from_bytes) gets a new cache, and a
+# cache goes away with its biLM.
+_CACHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def layer_cache(model: Model):
+    """The model's :class:`~spacy_elmo_mix.layer_cache.LayerCache` (None when disabled).
+
+    One cache per loaded biLM, keyed by its weights' fingerprint. Only used for a frozen biLM.
+    """
+    if not model.attrs["cache_memory_mb"] and model.attrs["cache_dir"] is None:
+        return None
+    bilm = get_bilm(model)
+    if bilm not in _CACHES:
+        from ..layer_cache import LayerCache
+
+        _CACHES[bilm] = LayerCache.for_model(
+            bilm, model.attrs["cache_dir"], memory_bytes=int(model.attrs["cache_memory_mb"] * 2**20), dtype=model.attrs["cache_dtype"]
+        )
+    return _CACHES[bilm]
+
+
+def _assemble(model: Model, docs, segments, arrays) -> List[Floats3d]:
     xp = model.ops.xp
     n_out = (model.attrs["top_layer"] if model.attrs["top_layer"] is not None else model.attrs["n_layers"] - 1) + 1
     width = model.get_dim("nO")
     pieces: List[list] = [[] for _ in docs]
-    for k, (i, _, _) in enumerate(segments):
-        pieces[i].append(per_segment[k])
+    for (i, _, _), array in zip(segments, arrays):
+        pieces[i].append(array)
     return [
         xp.ascontiguousarray(xp.concatenate(p, axis=1)) if p else xp.zeros((n_out, 0, width), dtype="float32")
         for p in pieces
