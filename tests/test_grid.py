@@ -55,8 +55,9 @@ def test_jobs_without_metrics_or_that_cannot_start_fail(tmp_path):
 def test_template_fills_placeholders_only():
     make = CommandTemplate("""python -c "print({'a': 1})" {dataset} --seed {seed} --out={output}/x {scheme}""")
     assert make("conll2003", "weighted", 3, "/r") == [
-        "python", "-c", "print({'a': 1})", "conll2003", "--seed", "3", "--out=/r/x", "weighted"
+        sys.executable, "-c", "print({'a': 1})", "conll2003", "--seed", "3", "--out=/r/x", "weighted"
     ]
+    assert CommandTemplate("echo {seed}")("d", "s", 1, "/r") == ["echo", "1"]
 
 
 def test_returned_files_stay_in_the_run_folder(tmp_path):
