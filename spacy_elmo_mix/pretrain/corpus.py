@@ -51,7 +51,8 @@ class Corpus:
 
     def type_counts(self) -> np.ndarray:
         """Occurrences of each type id (markers: one ``</S>`` and one ``<S>`` per sentence)."""
-        counts = np.bincount(np.concatenate(self.sentences), minlength=len(self.types)) if self.sentences else np.zeros(len(self.types), np.int64)
+        ids = np.concatenate(self.sentences) if self.sentences else np.zeros(0, np.int32)
+        counts = np.bincount(ids, minlength=len(self.types))
         counts[0] = counts[1] = len(self.sentences)
         return counts
 
