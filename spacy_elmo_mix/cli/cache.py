@@ -1,0 +1,119 @@
+"""``python -m spacy_elmo_mix cache``: precompute the ELMo layer cache for ``.spacy`` corpora.
+
+Every doc is cut into sentences (see :func:`spacy_elmo_mix.segmentation.sentence_token_lists`);
+sentences already in the cache are read back (and verified), the others are embedded in batches and
+written. Training with the same model, ``--top-layer`` (or a lower one), dtype and cache directory
+then does no biLM work.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from ..segmentation import DEFAULT_MAX_LENGTH
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    if (args.options is None) != (args.weights is None):
+        _parser().error("give both --options and --weights, or neither (the embedded default model)")
+    if args.batch_size < 1 or args.max_length < 1:
+        _parser().error("--batch-size and --max-length must be positive")
+
+    from ..bilm.embedder import ElmoEmbedder
+    from ..default_model import default_model_files
+    from ..errors import ElmoFileError
+    from ..layer_cache import LayerCache
+
+    try:
+        options, weights = (args.options, args.weights) if args.options else default_model_files()
+    except ElmoFileError as exc:
+        print(f"error: {exc} (on the command line: --options and --weights)", file=sys.stderr)
+        return 1
+    try:
+        sentences = unique_sentences(args.corpora, args.max_length)
+        embedder = ElmoEmbedder(options, weights)
+        top_layer = embedder.model.check_top_layer(args.top_layer)
+        cache = LayerCache.for_model(embedder.model, args.cache_dir, dtype=args.dtype, memory_bytes=0)
+    except (ElmoFileError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    compute = lambda batch: embedder.embed_batch(batch, top_layer=top_layer)  # noqa: E731
+    error = fill(cache, sentences, top_layer, compute, args.batch_size)
+    print(summary(cache, sentences, top_layer))
+    if error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m spacy_elmo_mix cache", description=__doc__)
+    parser.add_argument("corpora", nargs="+", type=Path, help=".spacy files (DocBin)")
+    parser.add_argument("--cache-dir", type=Path, required=True, help="cache directory (shared by runs and models)")
+    parser.add_argument("--options", help="options.json (path or URL); default: the embedded model")
+    parser.add_argument("--weights", help="weights.hdf5 (path or URL); default: the embedded model")
+    parser.add_argument("--top-layer", type=int, default=None, help="cache layers 0..K only (default: all)")
+    parser.add_argument("--dtype", choices=["float16", "float32"], default="float16", help="stored precision")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences per biLM batch")
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        default=DEFAULT_MAX_LENGTH,
+        help="longest token sequence (longer ones are cut); use the component's max_length, the cache is keyed by these sequences",
+    )
+    return parser
+
+
+def unique_sentences(corpora: Sequence[Path], max_length: int) -> List[List[str]]:
+    """The distinct token sequences of all docs in ``corpora``, shortest first.
+
+    corpora: ``.spacy`` files; a missing or unreadable one raises ElmoFileError naming it.
+    max_length: passed to :func:`~spacy_elmo_mix.segmentation.sentence_token_lists`.
+    """
+    from spacy.tokens import DocBin
+    from spacy.vocab import Vocab
+
+    from ..errors import ElmoFileError
+    from ..segmentation import sentence_token_lists
+
+    vocab, seen = Vocab(), set()
+    for path in corpora:
+        try:
+            docs = list(DocBin().from_disk(path).get_docs(vocab))
+        except Exception as exc:  # msgpack/zlib raise many types for a damaged file
+            raise ElmoFileError(f"cannot read the corpus {path}: {exc}") from exc
+        for doc in docs:
+            seen.update(tuple(tokens) for tokens in sentence_token_lists(doc, max_length))
+    return [list(tokens) for tokens in sorted(seen, key=lambda tokens: (len(tokens), tokens))]
+
+
+def fill(cache, sentences: List[List[str]], top_layer: int, compute, batch_size: int) -> Optional[str]:
+    """Make the cache hold layers ``0..top_layer`` of every sentence; returns the disk error, if any.
+
+    compute: embeds a list of sentences (called only for the ones missing from the cache).
+    """
+    from tqdm import tqdm
+
+    with tqdm(total=len(sentences), unit="sent", desc="ELMo cache") as progress:
+        for start in range(0, len(sentences), batch_size):
+            cache.get_or_compute(sentences[start : start + batch_size], top_layer, compute)
+            progress.update(min(batch_size, len(sentences) - start))
+            stats = cache.stats
+            progress.set_postfix(hits=stats.hits, misses=stats.misses, refresh=False)
+            if cache.disk_error:
+                return cache.disk_error
+    return None
+
+
+def summary(cache, sentences: List[List[str]], top_layer: int) -> str:
+    """One paragraph: sentences, tokens, hits/misses, the cache directory and its size."""
+    stats, n_tokens = cache.stats, sum(len(s) for s in sentences)
+    size = sum(path.stat().st_size for path in cache.path.iterdir() if path.is_file())
+    return (
+        f"{len(sentences)} distinct sentences, {n_tokens} tokens, layers 0..{top_layer}: "
+        f"{stats.hits} already cached, {stats.misses} computed, {stats.corrupt_entries} damaged\n"
+        f"cache: {cache.path} ({stats.disk_entries} entries, {size / 2**20:.1f} MiB)"
+    )
