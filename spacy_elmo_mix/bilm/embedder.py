@@ -8,6 +8,7 @@ import torch
 
 from .chars import batch_to_char_ids
 from .loading import PathOrUrl, load_bilm
+from .token_cache import TokenVectorCache
 
 
 class ElmoEmbedder:
@@ -15,16 +16,21 @@ class ElmoEmbedder:
 
     options_file, weight_file: paths or http(s)/s3 URLs of the bilm-tf/AllenNLP files.
     device: torch device to run on (``"cpu"``, ``"cuda"``, ``"cuda:1"``...).
+    token_cache_size: keep the token vectors (layer 0) of up to this many distinct words, least
+        recently used dropped first, and reuse them in later batches instead of running the char-CNN
+        again (``4 * projection_dim`` bytes a word; 0: no cache).
 
     Every sentence starts from a zero LSTM state, so a sentence gets the same vectors in any batch
     (AllenNLP's ``ElmoEmbedder`` carried state between batches).
     """
 
-    def __init__(self, options_file: PathOrUrl, weight_file: PathOrUrl, device: str = "cpu"):
+    def __init__(self, options_file: PathOrUrl, weight_file: PathOrUrl, device: str = "cpu", token_cache_size: int = 0):
         self.device = torch.device(device)
         self.model = load_bilm(options_file, weight_file).to(self.device).eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
+        if token_cache_size:
+            self.model.token_cache = TokenVectorCache(token_cache_size)
 
     @property
     def n_layers(self) -> int:

@@ -20,6 +20,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from .chars import sentence_markers
 from .options import BiLMOptions, CharCNNOptions, LSTMOptions
+from .token_cache import TokenVectorCache
 
 
 class Highway(nn.Module):
@@ -133,6 +134,8 @@ class BiLM(nn.Module):
         )
         markers = torch.from_numpy(sentence_markers(options.char_cnn.max_characters_per_token))
         self.register_buffer("markers", markers, persistent=False)
+        # Optional TokenVectorCache (set by ElmoEmbedder for a frozen model); used only without gradients.
+        self.token_cache: Optional[TokenVectorCache] = None
 
     @property
     def n_output_layers(self) -> int:
@@ -154,7 +157,7 @@ class BiLM(nn.Module):
         packed = self._pack_with_markers(char_ids, lengths.to("cpu", torch.int64))
         batch_sizes = packed.batch_sizes.tolist()
         unique_words, inverse = torch.unique(packed.data, dim=0, return_inverse=True)
-        tokens = self.char_cnn(unique_words)[inverse]
+        tokens = self.token_vectors(unique_words)[inverse]
         reverse = _reversal_permutation(packed.batch_sizes, lengths.to("cpu", torch.int64) + 2).to(tokens.device)
         layers = [torch.cat([tokens, tokens], dim=-1)]
         forward_x, backward_x = tokens, tokens[reverse]
@@ -176,6 +179,15 @@ class BiLM(nn.Module):
         inside = (positions[None, :] < lengths.to(padded.device)[:, None]).unsqueeze(-1)
         body = padded[:, 1 : max_len + 1] * inside
         return body.reshape(batch, max_len, top + 1, out_dim).permute(2, 0, 1, 3)
+
+    def token_vectors(self, words: Tensor) -> Tensor:
+        """Char-CNN vectors ``[n_words, projection_dim]`` of ``[n_words, max_chars]`` character ids.
+
+        Served from :attr:`token_cache` when one is set and gradients are disabled.
+        """
+        if self.token_cache is None or torch.is_grad_enabled():
+            return self.char_cnn(words)
+        return self.token_cache.vectors(words, self.char_cnn)
 
     def check_top_layer(self, top_layer: Optional[int]) -> int:
         n_lstm = self.options.lstm.n_layers

@@ -1,0 +1,223 @@
+"""Speed of the native biLM's exact float32 forward pass, beside the machine's matmul rate.
+
+For a full-size random model (the published "original" ELMo architecture) and a small one, at batch
+sizes 1, 32 and 128, with all layers and with ``top_layer=1``, this measures tokens per second of
+``BiLM.forward`` under ``torch.inference_mode`` (character ids are prepared beforehand), the achieved
+GFLOP/s (FLOPs counted analytically, see :func:`batch_flops`) and the measured fp32 GFLOP/s of the
+recurrent GEMM shape ``M x 512 @ 512 x 16384`` at ``M = batch size``. Every figure is the median of
+several repetitions after a warm-up, the model and the matmul timed in turn so that both see the same
+machine load. Torch's default thread count is used unless ``--threads`` says otherwise.
+
+Usage: ``python bench/bilm_speed.py [--quick] [--output bench/results/bilm_speed.md]``
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from spacy_elmo_mix.bilm import BiLM, BiLMOptions, batch_to_char_ids
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("SPACY_ELMO_MIX_SHARED", REPO.parent / "shared"))
+HELDOUT = SHARED / "data" / "raw_text" / "heldout.txt"
+MATMUL_K, MATMUL_N = 512, 16384
+MODELS = {
+    "full (4096/512, 2048 filters)": {
+        "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
+        "char_dim": 16, "dim": 4096, "projection_dim": 512, "sentences": 8,
+    },
+    "small (1024/128, 496 filters)": {
+        "filters": [[1, 16], [2, 16], [3, 32], [4, 64], [5, 128], [6, 240]],
+        "char_dim": 16, "dim": 1024, "projection_dim": 128, "sentences": 32,
+    },
+}
+
+
+def model_options(spec: dict) -> BiLMOptions:
+    """Options of a 2-layer biLM with 2 highway layers and clipping at 3.
+
+    spec: ``filters`` ([width, n] pairs), ``char_dim``, ``dim`` (LSTM cells), ``projection_dim``.
+    """
+    return BiLMOptions.from_dict({
+        "lstm": {"dim": spec["dim"], "projection_dim": spec["projection_dim"], "n_layers": 2,
+                 "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
+        "char_cnn": {"filters": spec["filters"], "n_highway": 2, "embedding": {"dim": spec["char_dim"]},
+                     "n_characters": 262, "max_characters_per_token": 50, "activation": "relu"},
+    }, source="bench")
+
+
+def load_sentences(count: int, seed: int = 0) -> List[List[str]]:
+    """``count`` whitespace-tokenized sentences of 5-60 tokens from the held-out raw text.
+
+    Falls back to synthetic sentences (random lowercase words, 10-40 tokens) when the file is absent.
+    """
+    if HELDOUT.exists():
+        lines = [l.split() for l in HELDOUT.read_text(encoding="utf-8").splitlines()]
+        pool = [s for s in lines if 5 <= len(s) <= 60]
+        return [pool[i % len(pool)] for i in range(count)]
+    rng = random.Random(seed)
+    word = lambda: "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 10)))
+    return [[word() for _ in range(rng.randint(10, 40))] for _ in range(count)]
+
+
+def batch_flops(options: BiLMOptions, batch: Sequence[Sequence[str]], top_layer: int) -> float:
+    """Forward FLOPs (2 per multiply-add) that ``BiLM.forward`` executes on ``batch``.
+
+    The char-CNN (convolutions, highway, projection) runs once per distinct word of the batch,
+    ``<S>``/``</S>`` included, as the model does; each of the ``2 * top_layer`` LSTMs costs its input,
+    recurrent and projection GEMMs at every position, sentence markers included. Element-wise work
+    (gates, clipping, max-pooling) is not counted.
+    """
+    cnn, lstm = options.char_cnn, options.lstm
+    n_filters = cnn.n_filters
+    conv = sum((cnn.max_characters_per_token - w + 1) * w * cnn.char_embedding_dim * n for w, n in cnn.filters)
+    highway = cnn.n_highway * n_filters * 2 * n_filters
+    token_macs = conv + highway + n_filters * lstm.projection_dim
+    gates = 4 * lstm.dim
+    lstm_macs = 2 * lstm.projection_dim * gates + lstm.dim * lstm.projection_dim
+    distinct = len({w for s in batch for w in s} | {"<S>", "</S>"})
+    positions = sum(len(s) + 2 for s in batch)
+    return 2.0 * (distinct * token_macs + 2 * top_layer * positions * lstm_macs)
+
+
+def interleaved_medians(fns: Dict[str, Callable[[], object]], warmup: int, reps: int) -> Dict[str, float]:
+    """Median wall time of each function, timed in turn ``reps`` times after ``warmup`` untimed rounds.
+
+    Interleaving puts every function under the same machine load (shared cores are noisy).
+    """
+    times: Dict[str, List[float]] = {name: [] for name in fns}
+    for round_ in range(warmup + reps):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            if round_ >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def matmul_job(m: int) -> Tuple[Callable[[], None], float]:
+    """A function running ``[m, 512] @ [512, 16384]`` products (the full model's recurrent GEMM), and its FLOPs."""
+    a, b = torch.randn(m, MATMUL_K), torch.randn(MATMUL_K, MATMUL_N)
+    out = torch.empty(m, MATMUL_N)
+    inner = max(1, 256 // m)  # several products per timing so that small M is measurable
+
+    def run() -> None:
+        for _ in range(inner):
+            torch.mm(a, b, out=out)
+
+    return run, 2.0 * m * MATMUL_K * MATMUL_N * inner
+
+
+@dataclass
+class Row:
+    model: str
+    batch_size: int
+    top_layer: int
+    tokens_per_s: float
+    gflops: float
+    matmul_gflops: float
+
+
+def bench_model(name: str, spec: dict, batch_sizes: Sequence[int], warmup: int, reps: int) -> List[Row]:
+    """Rows for one model: every batch size, all layers and ``top_layer=1``.
+
+    spec: the model's sizes (see :data:`MODELS`), with ``sentences``: at least how many sentences one
+    timed repetition processes (whole batches). The matmul reference is timed interleaved with the model.
+    """
+    torch.manual_seed(0)
+    options = model_options(spec)
+    model = BiLM(options).eval()
+    top_layers = (options.lstm.n_layers, 1)
+    rows = []
+    for batch_size in batch_sizes:
+        n_batches = -(-spec["sentences"] // batch_size)
+        sentences = load_sentences(batch_size * n_batches)
+        batches = [sentences[i : i + batch_size] for i in range(0, len(sentences), batch_size)]
+        inputs = [(torch.from_numpy(batch_to_char_ids(b)), torch.tensor([len(s) for s in b])) for b in batches]
+        n_tokens = sum(len(s) for s in sentences)
+
+        def run(top: int) -> Callable[[], None]:
+            def call() -> None:
+                with torch.inference_mode():
+                    for ids, lengths in inputs:
+                        model(ids, lengths, top_layer=top)
+            return call
+
+        matmul, matmul_flops = matmul_job(batch_size)
+        jobs = {"matmul": matmul, **{top: run(top) for top in top_layers}}
+        seconds = interleaved_medians(jobs, warmup, reps)
+        for top in top_layers:
+            flops = sum(batch_flops(options, b, top) for b in batches)
+            rows.append(Row(name, batch_size, top, n_tokens / seconds[top], flops / seconds[top] / 1e9,
+                            matmul_flops / seconds["matmul"] / 1e9))
+            print(f"  {name} B={batch_size} top_layer={top}: {n_tokens / seconds[top]:.0f} tokens/s", flush=True)
+    return rows
+
+
+def cpu_name() -> str:
+    """The CPU model from ``/proc/cpuinfo`` (or the platform's machine type)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def markdown(rows: Sequence[Row], header: str) -> str:
+    """The results as a markdown table, with the all-layers / top_layer=1 speed ratio per setting."""
+    lines = [header, "",
+             "| model | batch | layers | tokens/s | GFLOP/s | matmul GFLOP/s (M=batch) | % of matmul | top_layer=1 speed-up |",
+             "|---|---:|---|---:|---:|---:|---:|---:|"]
+    full = {(r.model, r.batch_size): r for r in rows if r.top_layer != 1}
+    for r in rows:
+        layers = "0..1 (top_layer=1)" if r.top_layer == 1 else f"all (0..{r.top_layer})"
+        ratio = f"{r.tokens_per_s / full[r.model, r.batch_size].tokens_per_s:.2f}x" if r.top_layer == 1 else ""
+        lines.append(f"| {r.model} | {r.batch_size} | {layers} | {r.tokens_per_s:,.0f} | {r.gflops:.1f} | "
+                     f"{r.matmul_gflops:.1f} | {100 * r.gflops / r.matmul_gflops:.0f}% | {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2 repetitions instead of 7")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 128])
+    parser.add_argument("--models", nargs="+", choices=["full", "small"], default=["full", "small"])
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's default)")
+    parser.add_argument("--output", type=Path, help="also write the markdown table to this file")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    warmup, reps = (1, 2) if args.quick else (1, 7)
+    load_before = os.getloadavg()[0]
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu_name()}, {os.cpu_count()} CPUs")
+    rows = []
+    for key in args.models:
+        name = next(n for n in MODELS if n.startswith(key))
+        rows += bench_model(name, MODELS[name], args.batch_sizes, warmup, reps)
+    source = "held-out raw text" if HELDOUT.exists() else "synthetic words"
+    header = (f"biLM forward, exact float32, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+              f"{cpu_name()} ({os.cpu_count()} CPUs; 1-minute load average {load_before:.1f} before, "
+              f"{os.getloadavg()[0]:.1f} after); sentences of 5-60 tokens ({source}); medians of {reps} "
+              f"repetitions after {warmup} warm-up{' (--quick)' if args.quick else ''}. GFLOP/s: analytic forward "
+              "FLOPs (char-CNN once per distinct word of a batch, LSTM GEMMs at every position including <S> and </S>) "
+              "per second; matmul: [batch, 512] @ [512, 16384] fp32, timed in turn with the model.")
+    table = markdown(rows, header)
+    print(table)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(table, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
