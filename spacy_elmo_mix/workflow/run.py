@@ -3,7 +3,8 @@ the test set and write ``metrics.json`` (the layout ``compare`` reads).
 
 The task per dataset: NER (``configs/ner.cfg``, F1 of entities) for ``conll2003``, ``wnut16`` and
 ``conll2000`` (chunks as spans); POS tagging (``configs/tagger.cfg``, accuracy) for ``ud_ewt``.
-The scheme is a column of the paper's Table 1 (``spacy-elmo-mix.PaperScheme.v1`` name).
+The scheme is a column of the paper's Table 1 (``spacy-elmo-mix.PaperScheme.v1`` name), or
+``baseline``: the same task without ELMo (spaCy's hash embeddings, ``configs/*_baseline.cfg``).
 """
 from __future__ import annotations
 
@@ -22,19 +23,22 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 @dataclass(frozen=True)
 class Task:
-    """How a dataset is trained and scored: config file, component name, score key."""
+    """How a dataset is trained and scored: config file (and its no-ELMo baseline), component, score key."""
 
     config: str
+    baseline_config: str
     component: str
     metric: str
 
 
+NER = Task("ner.cfg", "ner_baseline.cfg", "ner", "ents_f")
 TASKS: Dict[str, Task] = {
-    "conll2003": Task("ner.cfg", "ner", "ents_f"),
-    "wnut16": Task("ner.cfg", "ner", "ents_f"),
-    "conll2000": Task("ner.cfg", "ner", "ents_f"),
-    "ud_ewt": Task("tagger.cfg", "tagger", "tag_acc"),
+    "conll2003": NER,
+    "wnut16": NER,
+    "conll2000": NER,
+    "ud_ewt": Task("tagger.cfg", "tagger_baseline.cfg", "tagger", "tag_acc"),
 }
+BASELINE = "baseline"
 
 
 def task_for(dataset: str) -> Task:
@@ -75,22 +79,26 @@ def run_one(
     settings = {
         "paths.train": str(corpus / "train.spacy"),
         "paths.dev": str(corpus / "dev.spacy"),
-        "paths.elmo_options": elmo_options,
-        "paths.elmo_weights": elmo_weights,
         "system.seed": int(seed),
-        f"components.{task.component}.model.tok2vec.elmo.mixer.name": scheme,
         "training.max_steps": int(max_steps),
         "training.eval_frequency": int(eval_frequency),
-        "training.logger.path": str(output / "train_log.jsonl"),
-        **(overrides or {}),
     }
+    if scheme != BASELINE:
+        settings.update({
+            "paths.elmo_options": elmo_options,
+            "paths.elmo_weights": elmo_weights,
+            f"components.{task.component}.model.tok2vec.elmo.mixer.name": scheme,
+            "training.logger.path": str(output / "train_log.jsonl"),
+        })
+    settings.update(overrides or {})
     for key in ("paths.train", "paths.dev"):
         if not Path(settings[key]).exists():
             raise FileNotFoundError(f"{settings[key]} not found: run the convert step for {dataset} first")
     output.mkdir(parents=True, exist_ok=True)
     (output / "train_log.jsonl").unlink(missing_ok=True)
     started = time.perf_counter()
-    train(Path(config_dir) / task.config, output / "training", overrides=settings, use_gpu=gpu_id)
+    config = task.baseline_config if scheme == BASELINE else task.config
+    train(Path(config_dir) / config, output / "training", overrides=settings, use_gpu=gpu_id)
     train_seconds = time.perf_counter() - started
     model_dir = output / "training" / "model-best"
     scores = evaluate(str(model_dir), corpus / "test.spacy", use_gpu=gpu_id, silent=True)
