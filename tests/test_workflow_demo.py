@@ -14,6 +14,7 @@ def test_demo_workflow_runs_end_to_end(tiny_model_files, data_dir, tmp_path):
         "data_dir": str(data_dir),
         "results_dir": str(tmp_path / "results"),
         "corpus_dir": str(tmp_path / "corpus"),
+        "cache_dir": str(tmp_path / "cache"),
         "demo_sentences": "40",
         "demo_schemes": "average weighted12",
         "demo_seeds": "1 2",
@@ -39,3 +40,4 @@ def test_demo_workflow_runs_end_to_end(tiny_model_files, data_dir, tmp_path):
     assert "`weighted12`" in table and "`average`" in table and "CoNLL-2003" in table
     assert (demo / "scores.png").stat().st_size > 1000
     assert "| CoNLL-2003" in result.stdout  # the demo prints its table
+    assert any((tmp_path / "cache").iterdir())  # the cache step filled the shared layer cache

@@ -61,6 +61,9 @@ def run_one(
     overrides: Optional[Dict[str, object]] = None,
     keep_model: bool = False,
     gpu_id: int = -1,
+    cache_dir: Optional[str] = None,
+    cache_dtype: str = "float16",
+    batch_words: Optional[int] = None,
 ) -> dict:
     """Train, evaluate on ``test.spacy`` and write ``output/metrics.json``; returns the metrics.
 
@@ -69,6 +72,9 @@ def run_one(
     max_steps, eval_frequency: the training budget and how often the dev set is scored.
     overrides: further ``spacy train`` config overrides. keep_model: keep ``output/model-best``.
     gpu_id: -1 for CPU.
+    cache_dir, cache_dtype: the shared on-disk ELMo layer cache (``python -m spacy_elmo_mix cache``
+        fills it once per data set, so the runs do no biLM work); None: memory only.
+    batch_words: words per training batch (a fixed size instead of the config's compounding one).
     """
     from spacy.cli.evaluate import evaluate
     from spacy.cli.train import train
@@ -83,12 +89,16 @@ def run_one(
         "training.max_steps": int(max_steps),
         "training.eval_frequency": int(eval_frequency),
     }
+    if batch_words:
+        settings.update({"training.batcher.size.start": int(batch_words), "training.batcher.size.stop": int(batch_words)})
     if scheme != BASELINE:
         settings.update({
             "paths.elmo_options": elmo_options,
             "paths.elmo_weights": elmo_weights,
             f"components.{task.component}.model.tok2vec.elmo.mixer.name": scheme,
             "training.logger.path": str(output / "train_log.jsonl"),
+            "components.elmo.model.cache_dir": cache_dir,
+            "components.elmo.model.cache_dtype": cache_dtype,
         })
     settings.update(overrides or {})
     for key in ("paths.train", "paths.dev"):
