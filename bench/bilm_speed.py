@@ -119,6 +119,8 @@ def matmul_job(m: int) -> Tuple[Callable[[], None], float]:
 
 @dataclass
 class Row:
+    """One line of the results table (rates are medians over the repetitions)."""
+
     model: str
     batch_size: int
     top_layer: int
@@ -190,7 +192,7 @@ def markdown(rows: Sequence[Row], header: str) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 repetitions instead of 7")
+    parser.add_argument("--quick", action="store_true", help="2 repetitions instead of 5")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 128])
     parser.add_argument("--models", nargs="+", choices=["full", "small"], default=["full", "small"])
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's default)")
@@ -198,7 +200,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    warmup, reps = (1, 2) if args.quick else (1, 7)
+    warmup, reps = (1, 2) if args.quick else (1, 5)
     load_before = os.getloadavg()[0]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu_name()}, {os.cpu_count()} CPUs")
     rows = []

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from spacy_elmo_mix.bilm import ElmoEmbedder, batch_to_char_ids
-from spacy_elmo_mix.bilm.token_cache import TokenVectorCache
+from spacy_elmo_mix.bilm import TokenVectorCache
 
 
 @pytest.fixture(scope="module")
