@@ -97,35 +97,7 @@ def build_tok2vec(
     return model
 
 
-@registry.layers("spacy-elmo-mix.ScalarMix.v1")
-def build_scalar_mix(
-    layers: Optional[List[int]] = None,
-    trainable: bool = True,
-    initial_weights: Optional[List[float]] = None,
-    gamma: float = 1.0,
-    trainable_gamma: bool = True,
-    layer_norm: bool = False,
-    weight_dropout: float = 0.0,
-    weight_l2: float = 0.0,
-) -> Model[List[Floats3d], List[Floats2d]]:
-    """AllenNLP's ScalarMix: ``gamma * sum_j softmax(s)_j h_j`` (see ``layers.scalar_mix.ScalarMix``).
-
-    layers: layer indices (0 = token vectors; null: all). trainable: learn the weights.
-    initial_weights: starting (or fixed) normalized weights. gamma / trainable_gamma: the scale.
-    layer_norm: normalize each layer first. weight_dropout: drop layer weights in training.
-    weight_l2: L2 penalty on the weights' logits.
-    """
-    return scalar_mix.ScalarMix(layers, trainable, initial_weights, gamma, trainable_gamma, layer_norm, weight_dropout, weight_l2)
-
-
-@registry.layers("spacy-elmo-mix.ConcatLayers.v1")
-def build_concat(layers: Optional[List[int]] = None) -> Model[List[Floats3d], List[Floats2d]]:
-    """Concatenate ELMo layers (``layers``: indices, null: all)."""
-    return scalar_mix.ConcatLayers(layers)
-
-
-@registry.layers("spacy-elmo-mix.PaperScheme.v1")
-def build_paper_scheme(name: str) -> Model[List[Floats3d], List[Floats2d]]:
-    """A column of Table 1 of arXiv 1904.02954 by name: layer1, layer2, layer3, concat, average,
-    weighted, weighted12 (see ``layers.scalar_mix.PAPER_SCHEMES``)."""
-    return scalar_mix.PaperScheme(name)
+# The weighting schemes are registered as they are: their docstrings live in layers/scalar_mix.py.
+build_scalar_mix = registry.layers("spacy-elmo-mix.ScalarMix.v1")(scalar_mix.ScalarMix)
+build_concat = registry.layers("spacy-elmo-mix.ConcatLayers.v1")(scalar_mix.ConcatLayers)
+build_paper_scheme = registry.layers("spacy-elmo-mix.PaperScheme.v1")(scalar_mix.PaperScheme)

@@ -42,6 +42,22 @@ def small_config(
     return config
 
 
+def elmo_only_nlp(model_files, scheme: Optional[dict] = None, **model_config) -> Language:
+    """An initialized blank English pipeline with only the elmo component on ``model_files``.
+
+    scheme: the component's scheme block (default: its fixed average); model_config: more settings
+    of its ``spacy-elmo-mix.BiLM.v1`` block (``frozen``, ``cache_dir`` ...).
+    """
+    options, weights = model_files
+    config = {"model": {"options_file": str(options), "weight_file": str(weights), **model_config}}
+    if scheme is not None:
+        config["scheme"] = scheme
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config=config)
+    nlp.initialize()
+    return nlp
+
+
 def conll_examples(path: Path, n_sentences: int, nlp: Optional[Language] = None) -> List[Example]:
     """The first ``n_sentences`` sentences of a CoNLL-2003 file as NER examples (BIO tags)."""
     nlp = nlp or spacy.blank("en")

@@ -14,18 +14,14 @@ from spacy_elmo_mix import ElmoEmbedder
 from spacy_elmo_mix.bilm.modules import LSTMLayer
 from spacy_elmo_mix.errors import ElmoConfigError, ElmoFileError
 
-from elmo_testing import conll_examples, small_config, tagged_examples
+from elmo_testing import conll_examples, elmo_only_nlp, small_config, tagged_examples
 
 TEXT = "The cat sat on the mat. It was happy."
 
 
 @pytest.fixture
 def elmo_nlp(tiny_model_files):
-    options, weights = tiny_model_files
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights)}})
-    nlp.initialize()
-    return nlp
+    return elmo_only_nlp(tiny_model_files)
 
 
 def test_layers_and_tensor_match_embedder(elmo_nlp, tiny_model_files):
@@ -99,16 +95,7 @@ def _count_lstm_calls(monkeypatch):
 
 
 def test_top_lstm_not_run_when_no_scheme_uses_it(tiny_model_files, monkeypatch):
-    options, weights = tiny_model_files
-    nlp = spacy.blank("en")
-    nlp.add_pipe(
-        "elmo",
-        config={
-            "model": {"options_file": str(options), "weight_file": str(weights)},
-            "scheme": {"@layers": "spacy-elmo-mix.ScalarMix.v1", "layers": [0, 1], "trainable": False},
-        },
-    )
-    nlp.initialize()
+    nlp = elmo_only_nlp(tiny_model_files, {"@layers": "spacy-elmo-mix.ScalarMix.v1", "layers": [0, 1], "trainable": False})
     bilm = nlp.get_pipe("elmo").model.shims[0]._model
     calls = _count_lstm_calls(monkeypatch)
     doc = nlp(TEXT)

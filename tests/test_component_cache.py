@@ -3,21 +3,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import spacy
 import torch
 
 from spacy_elmo_mix.bilm.modules import LSTMLayer
 from spacy_elmo_mix.layers.bilm_model import get_bilm, layer_cache
 
+from elmo_testing import elmo_only_nlp
+
 TEXTS = ["The cat sat on the mat .", "Peter lives in Berlin .", "A third , longer sentence about caching layers ."]
 
 
 def _nlp(tiny_model_files, **model_config):
-    options, weights = tiny_model_files
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights), **model_config}})
-    nlp.initialize()
-    return nlp
+    return elmo_only_nlp(tiny_model_files, **model_config)
 
 
 @pytest.fixture

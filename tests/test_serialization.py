@@ -12,7 +12,7 @@ import pytest
 import spacy
 from thinc.api import fix_random_seed
 
-from elmo_testing import conll_examples, small_config
+from elmo_testing import conll_examples, elmo_only_nlp, small_config
 
 
 def _ner_scores(nlp, texts):
@@ -82,16 +82,8 @@ def test_round_trip_before_initialize(tiny_model_files, data_dir, tmp_path):
 
 
 def test_elmo_alone_round_trip(tiny_model_files, tmp_path):
-    options, weights = tiny_model_files
-    nlp = spacy.blank("en")
-    nlp.add_pipe(
-        "elmo",
-        config={
-            "model": {"options_file": str(options), "weight_file": str(weights)},
-            "scheme": {"@layers": "spacy-elmo-mix.ScalarMix.v1", "layers": [1, 2], "initial_weights": [0.25, 0.75], "trainable": False},
-        },
-    )
-    nlp.initialize()
+    scheme = {"@layers": "spacy-elmo-mix.ScalarMix.v1", "layers": [1, 2], "initial_weights": [0.25, 0.75], "trainable": False}
+    nlp = elmo_only_nlp(tiny_model_files, scheme)
     nlp.to_disk(tmp_path / "elmo_only")
     loaded = spacy.load(tmp_path / "elmo_only")
     text = "Bytes and disks keep the same vectors ."
