@@ -146,3 +146,12 @@ def test_cli_trains_resumes_and_exports(corpus, tmp_path, capsys):
 def test_cli_resume_without_checkpoint_is_a_clear_error(corpus, tmp_path, capsys):
     assert pretrain_main([str(corpus[0]), "--output", str(tmp_path / "none"), "--resume", "--no-progress"]) == 1
     assert "No checkpoint to resume from" in capsys.readouterr().err
+
+
+def test_cli_takes_the_size_from_an_options_file(corpus, tmp_path):
+    options = tmp_path / "options.json"
+    BiLMOptions.from_dict({**TINY, "lstm": {**TINY["lstm"], "n_layers": 1}}).to_file(options)
+    out = tmp_path / "sized"
+    args = [str(corpus[0]), "--output", str(out), "--options", str(options), "--max-steps", "2", "--no-progress"]
+    assert pretrain_main(args) == 0
+    assert BiLMOptions.from_file(out / "options.json") == BiLMOptions.from_file(options)

@@ -74,6 +74,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (ElmoFileError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: rerun with --resume to continue from the last checkpoint in {args.output}", file=sys.stderr)
+        return 130
 
 
 def _run(args: argparse.Namespace) -> int:
