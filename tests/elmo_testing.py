@@ -27,7 +27,7 @@ def small_config(
 
     cache_memory_mb: 0 turns the layer cache off, so every call computes the layers afresh.
     """
-    task = "ner" if config_name == "ner.cfg" else "tagger"
+    task = "tagger" if config_name.startswith("tagger") else "ner"
     config = Config().from_disk(CONFIGS / config_name, interpolate=False)
     config["paths"]["elmo_options"] = str(options_file)
     config["paths"]["elmo_weights"] = str(weight_file)

@@ -210,3 +210,17 @@ def test_replace_listeners_keeps_predictions(tiny_model_files, data_dir):
     after = [[(e.start, e.end, e.label_) for e in d.ents] for d in nlp.pipe(texts)]
     assert before == after
     assert nlp.config["components"]["ner"]["model"]["tok2vec"]["elmo"]["@architectures"] == "spacy-elmo-mix.ElmoInline.v1"
+
+
+def test_bilstm_encoder_and_hash_embeddings_train(tiny_model_files, data_dir):
+    """The paper-like setup: ELMo + spaCy's hash embeddings into a BiLSTM encoder."""
+    config = small_config("ner_elmo_hash.cfg", *tiny_model_files)
+    tok2vec = config["components"]["ner"]["model"]["tok2vec"]
+    tok2vec["encoder"] = {"@architectures": "spacy.TorchBiLSTMEncoder.v1", "width": 32, "depth": 1, "dropout": 0.0}
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    examples = conll_examples(data_dir / "conll2003" / "train.txt", 8, nlp)
+    optimizer = nlp.initialize(lambda: examples)
+    losses = [nlp.update(examples, sgd=optimizer, losses={})["ner"] for _ in range(6)]
+    assert losses[-1] < losses[1]
+    names = [node.name for node in nlp.get_pipe("ner").model.walk()]
+    assert "elmo_listener" in names and any("hashembed" in n for n in names) and any("pytorch" in n for n in names)
