@@ -22,6 +22,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--cache-dir", default=None, help="shared ELMo layer cache (filled by the cache command); empty: memory only")
     parser.add_argument("--cache-dtype", default="float16", choices=["float16", "float32"], help="precision of the cache")
     parser.add_argument("--batch-words", type=int, default=0, help="fixed words per training batch (0: the config's schedule)")
+    parser.add_argument("--config", default=None, help="a config in configs/ instead of the task's, e.g. ner_elmo_hash.cfg")
     parser.add_argument("--keep-model", action="store_true", help="keep the trained pipeline (OUTPUT/training)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="extra config override, e.g. components.elmo.model.cache_dir=\"cache\"")
     args = parser.parse_args(argv)
@@ -42,7 +43,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         metrics = run_one(
             args.dataset, args.scheme, args.seed, args.output, args.corpus, options, weights,
             args.max_steps, args.eval_frequency, overrides=overrides, keep_model=args.keep_model, gpu_id=args.gpu_id,
-            cache_dir=args.cache_dir or None, cache_dtype=args.cache_dtype, batch_words=args.batch_words or None,
+            cache_dir=args.cache_dir or None, cache_dtype=args.cache_dtype, batch_words=args.batch_words or None, config=args.config,
         )
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

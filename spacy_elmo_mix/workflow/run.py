@@ -64,6 +64,7 @@ def run_one(
     cache_dir: Optional[str] = None,
     cache_dtype: str = "float16",
     batch_words: Optional[int] = None,
+    config: Optional[str] = None,
 ) -> dict:
     """Train, evaluate on ``test.spacy`` and write ``output/metrics.json``; returns the metrics.
 
@@ -75,6 +76,7 @@ def run_one(
     cache_dir, cache_dtype: the shared on-disk ELMo layer cache (``python -m spacy_elmo_mix cache``
         fills it once per data set, so the runs do no biLM work); None: memory only.
     batch_words: words per training batch (a fixed size instead of the config's compounding one).
+    config: a config file name in ``config_dir`` instead of the task's (e.g. ``ner_elmo_hash.cfg``).
     """
     from spacy.cli.evaluate import evaluate
     from spacy.cli.train import train
@@ -107,7 +109,7 @@ def run_one(
     output.mkdir(parents=True, exist_ok=True)
     (output / "train_log.jsonl").unlink(missing_ok=True)
     started = time.perf_counter()
-    config = task.baseline_config if scheme == BASELINE else task.config
+    config = config or (task.baseline_config if scheme == BASELINE else task.config)
     train(Path(config_dir) / config, output / "training", overrides=settings, use_gpu=gpu_id)
     train_seconds = time.perf_counter() - started
     model_dir = output / "training" / "model-best"
@@ -120,6 +122,7 @@ def run_one(
         "metric": task.metric,
         "train_seconds": round(train_seconds, 2),
         "max_steps": int(max_steps),
+        "config": config,
         "layer_weights": _layer_weights(model_dir, task.component),
     }
     if not keep_model:
