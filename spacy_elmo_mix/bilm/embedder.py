@@ -19,14 +19,26 @@ class ElmoEmbedder:
     token_cache_size: keep the token vectors (layer 0) of up to this many distinct words, least
         recently used dropped first, and reuse them in later batches instead of running the char-CNN
         again (``4 * projection_dim`` bytes a word; 0: no cache).
+    dtype: ``"float32"`` (exact, default) or ``"bfloat16"``: the LSTMs' matrix products in
+        bfloat16 (for CPUs with bf16 units and GPUs; cell state and outputs stay float32).
 
     Every sentence starts from a zero LSTM state, so a sentence gets the same vectors in any batch
     (AllenNLP's ``ElmoEmbedder`` carried state between batches).
     """
 
-    def __init__(self, options_file: PathOrUrl, weight_file: PathOrUrl, device: str = "cpu", token_cache_size: int = 0):
+    def __init__(
+        self,
+        options_file: PathOrUrl,
+        weight_file: PathOrUrl,
+        device: str = "cpu",
+        token_cache_size: int = 0,
+        dtype: str = "float32",
+    ):
+        if dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"dtype must be 'float32' (exact) or 'bfloat16', got {dtype!r}")
         self.device = torch.device(device)
         self.model = load_bilm(options_file, weight_file).to(self.device).eval()
+        self.model.set_compute_dtype(getattr(torch, dtype))
         for p in self.model.parameters():
             p.requires_grad_(False)
         if token_cache_size:

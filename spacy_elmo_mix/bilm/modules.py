@@ -89,30 +89,47 @@ class LSTMLayer(nn.Module):
         forget = torch.zeros(4 * dim)
         forget[2 * dim : 3 * dim] = 1.0
         self.register_buffer("forget_bias", forget, persistent=False)
+        # Matrix products in this dtype (bfloat16: opt-in, see BiLM.set_compute_dtype); gates, the
+        # cell state, clipping and outputs always stay float32.
+        self.compute_dtype = torch.float32
 
     def forward(self, x: Tensor, batch_sizes: List[int]) -> Tensor:
         """Packed input ``[n_rows, input_dim]`` -> packed output ``[n_rows, projection_dim]``."""
-        dim = self.dim
+        dim, low = self.dim, self.compute_dtype
+        w_in, w_rec, w_proj = (w.t().to(low) for w in (self.w_input, self.w_recurrent, self.w_projection))
         # Same summation order as AllenNLP: (x W_in) + (h W_rec + b), with the +1 folded into b.
-        projected = torch.mm(x, self.w_input.t())
+        projected = _mm(x, w_in)
         bias = self.bias + self.forget_bias
-        w_rec, w_proj = self.w_recurrent.t(), self.w_projection.t()
         h = x.new_zeros(batch_sizes[0], w_proj.shape[1])
         c = x.new_zeros(batch_sizes[0], dim)
         outputs = []
         start = 0
         for n in batch_sizes:
-            gates = torch.addmm(bias, h[:n], w_rec).add_(projected[start : start + n])
+            gates = _addmm(bias, h[:n], w_rec).add_(projected[start : start + n])
             start += n
             i, j, f, o = gates.split(dim, dim=1)
             c = torch.addcmul(torch.sigmoid(i) * torch.tanh(j), torch.sigmoid(f), c[:n])
             if self.cell_clip:
                 c = c.clamp(-self.cell_clip, self.cell_clip)
-            h = torch.mm(torch.sigmoid(o) * torch.tanh(c), w_proj)
+            h = _mm(torch.sigmoid(o) * torch.tanh(c), w_proj)
             if self.proj_clip:
                 h = h.clamp(-self.proj_clip, self.proj_clip)
             outputs.append(h)
         return torch.cat(outputs)
+
+
+def _mm(a: Tensor, w: Tensor) -> Tensor:
+    """``a @ w`` in ``w``'s dtype, returned as float32 (exactly ``torch.mm`` for float32)."""
+    if w.dtype == torch.float32:
+        return torch.mm(a, w)
+    return torch.mm(a.to(w.dtype), w).float()
+
+
+def _addmm(bias: Tensor, a: Tensor, w: Tensor) -> Tensor:
+    """``bias + a @ w`` as float32 (exactly ``torch.addmm`` for float32)."""
+    if w.dtype == torch.float32:
+        return torch.addmm(bias, a, w)
+    return _mm(a, w).add_(bias)
 
 
 class BiLM(nn.Module):
@@ -188,6 +205,19 @@ class BiLM(nn.Module):
         if self.token_cache is None or torch.is_grad_enabled():
             return self.char_cnn(words)
         return self.token_cache.vectors(words, self.char_cnn)
+
+    def set_compute_dtype(self, dtype: torch.dtype) -> "BiLM":
+        """Run the LSTMs' matrix products in ``dtype``: ``torch.float32`` (exact, default) or
+        ``torch.bfloat16`` (opt-in, for CPUs with bf16 units and GPUs). The cell state, gates,
+        clipping, the char-CNN and all outputs stay float32; the deviation from float32 is bounded
+        in ``tests/test_bilm_bfloat16.py``.
+        """
+        if dtype not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"compute dtype must be torch.float32 or torch.bfloat16, got {dtype}")
+        for stack in self.stacks:
+            for layer in stack:
+                layer.compute_dtype = dtype
+        return self
 
     def check_top_layer(self, top_layer: Optional[int]) -> int:
         n_lstm = self.options.lstm.n_layers
