@@ -129,7 +129,7 @@ class Row:
     matmul_gflops: float
 
 
-def bench_model(name: str, spec: dict, batch_sizes: Sequence[int], warmup: int, reps: int) -> List[Row]:
+def bench_model(name: str, spec: dict, batch_sizes: Sequence[int], warmup: int, reps: int, dtype: torch.dtype = torch.float32) -> List[Row]:
     """Rows for one model: every batch size, all layers and ``top_layer=1``.
 
     spec: the model's sizes (see :data:`MODELS`), with ``sentences``: at least how many sentences one
@@ -137,7 +137,7 @@ def bench_model(name: str, spec: dict, batch_sizes: Sequence[int], warmup: int, 
     """
     torch.manual_seed(0)
     options = model_options(spec)
-    model = BiLM(options).eval()
+    model = BiLM(options).eval().set_compute_dtype(dtype)
     top_layers = (options.lstm.n_layers, 1)
     rows = []
     for batch_size in batch_sizes:
@@ -197,6 +197,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--models", nargs="+", choices=["full", "small"], default=["full", "small"])
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's default)")
     parser.add_argument("--output", type=Path, help="also write the markdown table to this file")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="LSTM matmul dtype (BiLM.set_compute_dtype)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -206,9 +207,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     rows = []
     for key in args.models:
         name = next(n for n in MODELS if n.startswith(key))
-        rows += bench_model(name, MODELS[name], args.batch_sizes, warmup, reps)
+        rows += bench_model(name, MODELS[name], args.batch_sizes, warmup, reps, getattr(torch, args.dtype))
     source = "held-out raw text" if HELDOUT.exists() else "synthetic words"
-    header = (f"biLM forward, exact float32, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+    precision = "exact float32" if args.dtype == "float32" else "bfloat16 LSTM matmuls (float32 cell state)"
+    header = (f"biLM forward, {precision}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
               f"{cpu_name()} ({os.cpu_count()} CPUs; 1-minute load average {load_before:.1f} before, "
               f"{os.getloadavg()[0]:.1f} after); sentences of 5-60 tokens ({source}); medians of {reps} "
               f"repetitions after {warmup} warm-up{' (--quick)' if args.quick else ''}. GFLOP/s: analytic forward "
