@@ -31,7 +31,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
     print(f"model: {options}  ({embedder.n_layers} layers of {embedder.model.options.output_dim} dims)")
     for tokens, array in zip(sentences, layers):
-        norms = " ".join(f"L{k}={array[k].mean(axis=0)[:3].round(3).tolist()}" for k in range(array.shape[0]))
+        norms = " ".join(f"L{k}={[round(float(v), 3) for v in array[k].mean(axis=0)[:3]]}" for k in range(array.shape[0]))
         print(f"{len(tokens):3d} tokens  {' '.join(tokens)[:60]!r}  mean vector (first 3 dims): {norms}")
     if args.output:
         import numpy as np
