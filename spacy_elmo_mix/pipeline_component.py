@@ -25,7 +25,7 @@ from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
 from .layers.listener import DOC_ATTR, ElmoListener
-from .layers.scalar_mix import max_layer, resolve_layers
+from .layers.scalar_mix import max_layer
 from .vector_hooks import install_vector_hooks
 
 DEFAULT_CONFIG_STR = """
@@ -200,14 +200,17 @@ class Elmo(TrainablePipe):
         return None
 
     def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None) -> None:
-        """Load the biLM files and check every scheme (own and listeners') against its layers."""
+        """Load the biLM files and size the scheme (checking its layers against the biLM's).
+
+        Listeners check their own schemes when their components initialize.
+        """
         validate_get_examples(get_examples, "Elmo.initialize")
         self.model.initialize()
-        n_layers, width = self.model.attrs["n_layers"], self.model.get_dim("nO")
-        sample = self.model.ops.alloc3f(n_layers, 1, width)
-        self.scheme.initialize(X=[sample])
-        for listener in self.listeners:
-            resolve_layers(listener.mixer, n_layers)
+        self.scheme.initialize(X=[self.layer_sample()])
+
+    def layer_sample(self):
+        """Zero layers ``[n_layers, 1, width]`` of the loaded biLM: what schemes are sized with."""
+        return self.model.ops.alloc3f(self.model.attrs["n_layers"], 1, self.model.get_dim("nO"))
 
     def add_label(self, label: str) -> int:
         raise NotImplementedError("The elmo component has no labels")

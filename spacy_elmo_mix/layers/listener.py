@@ -77,12 +77,9 @@ def listener_init(model: ElmoListener, X: Optional[List[Doc]] = None, Y=None) ->
             f"The ELMo listener is not connected to an elmo component named '{model.upstream_name}': "
             "add the elmo component before the components that listen to it"
         )
-    bilm_model = model.upstream.model
-    if not bilm_model.has_dim("nO") or bilm_model.get_dim("nO") is None:
+    if model.upstream.model.attrs["n_layers"] is None:
         raise ValueError("Initialize the elmo component before the components that listen to it")
-    xp = model.ops.xp
-    sample = xp.zeros((bilm_model.attrs["n_layers"], 1, bilm_model.get_dim("nO")), dtype="float32")
-    model.mixer.initialize(X=[sample])
+    model.mixer.initialize(X=[model.upstream.layer_sample()])
     model.set_dim("nO", model.mixer.get_dim("nO"), force=True)
 
 
