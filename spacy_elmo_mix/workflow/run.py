@@ -78,8 +78,9 @@ def run_one(
     batch_words: words per training batch (a fixed size instead of the config's compounding one).
     config: a config file name in ``config_dir`` instead of the task's (e.g. ``ner_elmo_hash.cfg``).
     """
-    from spacy.cli.evaluate import evaluate
+    import spacy
     from spacy.cli.train import train
+    from spacy.training import Corpus
 
     task = task_for(dataset)
     output = Path(output)
@@ -112,8 +113,8 @@ def run_one(
     config = config or (task.baseline_config if scheme == BASELINE else task.config)
     train(Path(config_dir) / config, output / "training", overrides=settings, use_gpu=gpu_id)
     train_seconds = time.perf_counter() - started
-    model_dir = output / "training" / "model-best"
-    scores = evaluate(str(model_dir), corpus / "test.spacy", use_gpu=gpu_id, silent=True)
+    nlp = spacy.load(output / "training" / "model-best")  # on the GPU train() selected, if any
+    scores = nlp.evaluate(Corpus(corpus / "test.spacy")(nlp))
     metrics = {
         "dataset": dataset,
         "scheme": scheme,
@@ -123,7 +124,7 @@ def run_one(
         "train_seconds": round(train_seconds, 2),
         "max_steps": int(max_steps),
         "config": config,
-        "layer_weights": _layer_weights(model_dir, task.component),
+        "layer_weights": _layer_weights(nlp, task.component),
     }
     if not keep_model:
         shutil.rmtree(output / "training")
@@ -131,11 +132,9 @@ def run_one(
     return metrics
 
 
-def _layer_weights(model_dir: Path, component: str) -> Dict[str, dict]:
+def _layer_weights(nlp, component: str) -> Dict[str, dict]:
     """The learned weights of the component's scheme (absent for concatenation)."""
-    import spacy
-
     from ..inspect_weights import learned_layer_weights
 
-    mixes = learned_layer_weights(spacy.load(model_dir)).get(component, [])
+    mixes = learned_layer_weights(nlp).get(component, [])
     return {component: {"weights": mixes[0]["weights"], "gamma": mixes[0]["gamma"]}} if mixes else {}
