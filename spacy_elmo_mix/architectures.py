@@ -1,7 +1,8 @@
 """Registered, versioned builders. A released name is never edited: changes get a new version.
 
 Architectures (``@architectures``):
-- ``spacy-elmo-mix.BiLM.v1``: the biLM of the ``elmo`` component (files, frozen, batching).
+- ``spacy-elmo-mix.BiLM.v2``: the biLM of the ``elmo`` component (files, frozen, batching, cache,
+  compute precision); ``BiLM.v1`` is v2 without the precision setting (always float32).
 - ``spacy-elmo-mix.ElmoListener.v1``: a component's own mix of the shared component's layers.
 - ``spacy-elmo-mix.ElmoInline.v1``: a biLM inside the component's own model (no shared component).
 - ``spacy-elmo-mix.ElmoTok2Vec.v1``: ELMo vectors (optionally with spaCy's hash embeddings), a
@@ -23,8 +24,8 @@ from .layers.inline import ElmoInline
 from .layers.listener import ElmoListener
 
 
-@registry.architectures("spacy-elmo-mix.BiLM.v1")
-def build_bilm(
+@registry.architectures("spacy-elmo-mix.BiLM.v2")
+def build_bilm_v2(
     options_file: Optional[str] = None,
     weight_file: Optional[str] = None,
     frozen: bool = True,
@@ -33,6 +34,7 @@ def build_bilm(
     cache_dir: Optional[str] = None,
     cache_memory_mb: float = 512,
     cache_dtype: str = "float32",
+    compute_dtype: str = "float32",
 ) -> Model[List[Doc], List[Floats3d]]:
     """The ELMo biLM as a thinc model: docs -> ``[k + 1, n_tokens, width]`` arrays.
 
@@ -48,8 +50,29 @@ def build_bilm(
         disables caching. With the cache, epochs after the first do no biLM work.
     cache_dtype: ``float32`` (exact, default) or ``float16`` (half the space; relative rounding
         <= 4.9e-4, the cache command's default).
+    compute_dtype: ``float32`` (exact, default) or ``bfloat16``: the LSTMs' matrix products in
+        bfloat16 (for CPUs with bf16 matrix units and GPUs; cell state and outputs stay float32;
+        measured deviation in ``bench/README.md``). Cached layers are kept apart per precision.
     """
-    return bilm_model.BiLMModel(options_file, weight_file, frozen, batch_size, max_length, cache_dir, cache_memory_mb, cache_dtype)
+    return bilm_model.BiLMModel(
+        options_file, weight_file, frozen, batch_size, max_length, cache_dir, cache_memory_mb, cache_dtype, compute_dtype
+    )
+
+
+@registry.architectures("spacy-elmo-mix.BiLM.v1")
+def build_bilm(
+    options_file: Optional[str] = None,
+    weight_file: Optional[str] = None,
+    frozen: bool = True,
+    batch_size: int = 64,
+    max_length: int = 256,
+    cache_dir: Optional[str] = None,
+    cache_memory_mb: float = 512,
+    cache_dtype: str = "float32",
+) -> Model[List[Doc], List[Floats3d]]:
+    """``spacy-elmo-mix.BiLM.v2`` with ``compute_dtype = "float32"`` (v1 has no precision
+    setting); the parameters mean the same as there."""
+    return build_bilm_v2(options_file, weight_file, frozen, batch_size, max_length, cache_dir, cache_memory_mb, cache_dtype)
 
 
 @registry.architectures("spacy-elmo-mix.ElmoListener.v1")
@@ -66,7 +89,7 @@ def build_listener(mixer: Model[List[Floats3d], List[Floats2d]], upstream: str =
 def build_inline(bilm: Model[List[Doc], List[Floats3d]], mixer: Model[List[Floats3d], List[Floats2d]]) -> Model[List[Doc], List[Floats2d]]:
     """A biLM owned by this component, combined by ``mixer``; only the layers it needs are computed.
 
-    bilm: a ``spacy-elmo-mix.BiLM.v1`` block. mixer: the weighting scheme.
+    bilm: a ``spacy-elmo-mix.BiLM.v2`` (or ``.v1``) block. mixer: the weighting scheme.
     """
     return ElmoInline(bilm, mixer)
 

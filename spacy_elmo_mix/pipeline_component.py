@@ -33,7 +33,7 @@ DEFAULT_CONFIG_STR = """
 set_tensor = true
 
 [elmo.model]
-@architectures = "spacy-elmo-mix.BiLM.v1"
+@architectures = "spacy-elmo-mix.BiLM.v2"
 options_file = null
 weight_file = null
 frozen = true
@@ -42,6 +42,7 @@ max_length = 256
 cache_dir = null
 cache_memory_mb = 512
 cache_dtype = "float32"
+compute_dtype = "float32"
 
 [elmo.scheme]
 @layers = "spacy-elmo-mix.ScalarMix.v1"
@@ -67,7 +68,7 @@ def install_extensions() -> None:
 def make_elmo(nlp: Language, name: str, model: Model, scheme: Model, set_tensor: bool) -> "Elmo":
     """Create the ``elmo`` component.
 
-    model: the biLM (``spacy-elmo-mix.BiLM.v1``: its files, ``frozen``, batch size, max length).
+    model: the biLM (``spacy-elmo-mix.BiLM.v2``: its files, ``frozen``, batching, cache, precision).
     scheme: the fixed weighting scheme for ``doc.tensor`` (default: average of all layers); it is
         not trained by this component.
     set_tensor: write the scheme's vectors to ``doc.tensor``.

@@ -37,3 +37,44 @@ def test_bad_dtype(tiny_model_files):
         ElmoEmbedder(*tiny_model_files, dtype="float16")
     with pytest.raises(ValueError, match="torch.float32 or torch.bfloat16"):
         ElmoEmbedder(*tiny_model_files).model.set_compute_dtype(torch.float64)
+
+
+def test_component_compute_dtype(tiny_model_files, tmp_path):
+    """``compute_dtype = "bfloat16"`` in the elmo component: bf16 layers (close to, not equal to,
+    float32), kept after a disk round trip, and cached apart from the float32 layers."""
+    import spacy
+
+    from elmo_testing import elmo_only_nlp
+
+    cache = tmp_path / "cache"
+    exact_nlp = elmo_only_nlp(tiny_model_files, cache_dir=str(cache))
+    low_nlp = elmo_only_nlp(tiny_model_files, cache_dir=str(cache), compute_dtype="bfloat16")
+    text = " ".join(SENTENCES[0])
+    exact = exact_nlp(text)._.elmo_layers
+    low = low_nlp(text)._.elmo_layers  # same cache folder: must not be answered by the float32 entry
+    deviation = np.abs(exact - low).max()
+    assert 0 < deviation <= 0.01 * np.abs(exact).max() + 1e-3
+    assert len([p for p in cache.iterdir() if p.is_dir()]) == 2  # one fingerprint per precision
+    low_nlp.to_disk(tmp_path / "pipeline")
+    reloaded = spacy.load(tmp_path / "pipeline", config={"components": {"elmo": {"model": {"cache_memory_mb": 0, "cache_dir": None}}}})
+    np.testing.assert_array_equal(reloaded(text)._.elmo_layers, low)
+
+
+def test_component_bad_compute_dtype(tiny_model_files):
+    from elmo_testing import elmo_only_nlp
+
+    with pytest.raises(ValueError, match="compute_dtype must be 'float32' \\(exact\\) or 'bfloat16', got 'float16'"):
+        elmo_only_nlp(tiny_model_files, compute_dtype="float16")
+
+
+def test_fingerprint_tracks_compute_dtype(tiny_model_files):
+    """float32 fingerprints are what they were before the precision setting existed."""
+    from spacy_elmo_mix.cache.keys import model_fingerprint
+
+    model = ElmoEmbedder(*tiny_model_files).model
+    exact = model_fingerprint(model)
+    model.set_compute_dtype(torch.bfloat16)
+    low = model_fingerprint(model)
+    model.set_compute_dtype(torch.float32)
+    assert low != exact and model_fingerprint(model) == exact
+    assert model_fingerprint(model, "x") != exact

@@ -80,3 +80,23 @@ def test_fine_tuning_bypasses_the_cache(tiny_model_files, lstm_calls):
         lstm_calls.clear()
         nlp.get_pipe("elmo").update(examples)
         assert lstm_calls
+
+
+def test_cache_command_serves_a_bfloat16_pipeline(tiny_model_files, tmp_path, lstm_calls):
+    """`cache --compute-dtype bfloat16` fills the entries a ``compute_dtype = "bfloat16"`` pipeline
+    reads; a float32 pipeline on the same folder computes its own."""
+    from spacy.tokens import DocBin
+
+    from spacy_elmo_mix.cli.cache import main
+
+    nlp = _nlp(tiny_model_files, cache_memory_mb=0)
+    DocBin(docs=[nlp.make_doc(t) for t in TEXTS]).to_disk(tmp_path / "docs.spacy")
+    options, weights = map(str, tiny_model_files)
+    argv = ["--options", options, "--weights", weights, "--cache-dir", str(tmp_path / "cache"), "--compute-dtype", "bfloat16"]
+    assert main(argv + [str(tmp_path / "docs.spacy")]) == 0
+    lstm_calls.clear()
+    low = _nlp(tiny_model_files, cache_dir=str(tmp_path / "cache"), cache_dtype="float16", compute_dtype="bfloat16")
+    _layers(low)
+    assert lstm_calls == []
+    _layers(_nlp(tiny_model_files, cache_dir=str(tmp_path / "cache"), cache_dtype="float16"))
+    assert lstm_calls

@@ -219,6 +219,11 @@ class BiLM(nn.Module):
                 layer.compute_dtype = dtype
         return self
 
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """The dtype of the LSTMs' matrix products (see :meth:`set_compute_dtype`)."""
+        return self.stacks[0][0].compute_dtype
+
     def check_top_layer(self, top_layer: Optional[int]) -> int:
         n_lstm = self.options.lstm.n_layers
         if top_layer is None:

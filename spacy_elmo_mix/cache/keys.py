@@ -18,8 +18,10 @@ def model_fingerprint(model: "torch.nn.Module", extra: str = "") -> str:
     """Hex blake2b digest of a model's options and every parameter and buffer in its state_dict.
 
     model: the biLM (any ``torch.nn.Module``; its ``options.to_json_dict()`` is included when present).
-    extra: anything else that changes the outputs and is not in the weights, e.g. the compute
-        precision (``"bfloat16"``); two different ``extra`` strings give two different fingerprints.
+    extra: anything else that changes the outputs and is not in the weights; two different
+        ``extra`` strings give two different fingerprints. A biLM's compute precision is included
+        by itself when it is not float32 (``compute_dtype``, see ``BiLM.set_compute_dtype``), so
+        bfloat16 layers never answer for float32 ones; float32 fingerprints are unchanged by it.
 
     Tensors are hashed in sorted name order with their dtype and shape, so one changed weight (or a
     renamed or reshaped tensor) changes the fingerprint. Tensors are hashed in parallel threads
@@ -33,6 +35,9 @@ def model_fingerprint(model: "torch.nn.Module", extra: str = "") -> str:
     with ThreadPoolExecutor() as pool:
         tensor_digests = list(pool.map(_bytes_digest, tensors))
     digest = hashlib.blake2b(FINGERPRINT_VERSION, digest_size=20)
+    compute_dtype = getattr(model, "compute_dtype", torch.float32)
+    if compute_dtype != torch.float32:
+        extra = f"{extra}|compute_dtype={compute_dtype}"
     _update_field(digest, extra.encode("utf-8"))
     options = getattr(model, "options", None)
     if options is not None and hasattr(options, "to_json_dict"):

@@ -2,8 +2,8 @@
 
 Every doc is cut into sentences (see :func:`spacy_elmo_mix.segmentation.sentence_token_lists`);
 sentences already in the cache are read back (and verified), the others are embedded in batches and
-written. Training with the same model, ``--top-layer`` (or a lower one), dtype and cache directory
-then does no biLM work.
+written. Training with the same model, ``--top-layer`` (or a lower one), dtype, compute dtype and
+cache directory then does no biLM work.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
     try:
         sentences = unique_sentences(args.corpora, args.max_length)
-        embedder = ElmoEmbedder(options, weights)
+        embedder = ElmoEmbedder(options, weights, dtype=args.compute_dtype)
         top_layer = embedder.model.check_top_layer(args.top_layer)
         cache = LayerCache.for_model(embedder.model, args.cache_dir, dtype=args.dtype, memory_bytes=0)
     except (ElmoFileError, ValueError) as exc:
@@ -57,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--weights", help="weights.hdf5 (path or URL); default: the embedded model")
     parser.add_argument("--top-layer", type=int, default=None, help="cache layers 0..K only (default: all)")
     parser.add_argument("--dtype", choices=["float16", "float32"], default="float16", help="stored precision")
+    parser.add_argument(
+        "--compute-dtype", choices=["float32", "bfloat16"], default="float32",
+        help="the biLM's LSTM matmul precision: the compute_dtype of the pipelines that will read the cache",
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per biLM batch")
     parser.add_argument(
         "--max-length",

@@ -13,6 +13,8 @@ Model attrs:
 - ``cache_dir``, ``cache_memory_mb``, ``cache_dtype``: the layer cache of a frozen biLM (see
   ``layer_cache``): computed layers are kept in memory (LRU, this many MiB; 0 and no directory:
   no cache) and, with a directory, on disk, shared between runs. ``float32`` keeps exact values.
+- ``compute_dtype``: ``float32`` (exact) or ``bfloat16`` (the LSTMs' matrix products, see
+  ``BiLM.set_compute_dtype``); applied whenever the biLM is used, also after loading.
 Dims: ``nO`` = layer width, set when the biLM is loaded; attr ``n_layers`` = layers the biLM offers.
 """
 from __future__ import annotations
@@ -40,6 +42,7 @@ def BiLMModel(
     cache_dir: Optional[str] = None,
     cache_memory_mb: float = 512,
     cache_dtype: str = "float32",
+    compute_dtype: str = "float32",
 ) -> Model[List[Doc], List[Floats3d]]:
     """Build the (not yet loaded) biLM model; see the module docstring for the attrs."""
     from thinc.api import PyTorchShim
@@ -49,6 +52,8 @@ def BiLMModel(
         raise ValueError("give both options_file and weight_file, or neither (the embedded default model)")
     if cache_dtype not in ("float16", "float32"):
         raise ValueError(f"cache_dtype must be 'float16' or 'float32', got {cache_dtype!r}")
+    if compute_dtype not in ("float32", "bfloat16"):
+        raise ValueError(f"compute_dtype must be 'float32' (exact) or 'bfloat16', got {compute_dtype!r}")
     if isinstance(cache_memory_mb, bool) or not isinstance(cache_memory_mb, (int, float)) or cache_memory_mb < 0:
         raise ValueError(f"cache_memory_mb must be a number >= 0, got {cache_memory_mb!r}")
     for name, value in (("batch_size", batch_size), ("max_length", max_length)):
@@ -74,6 +79,7 @@ def BiLMModel(
             "cache_dir": None if cache_dir is None else str(cache_dir),
             "cache_memory_mb": cache_memory_mb,
             "cache_dtype": cache_dtype,
+            "compute_dtype": compute_dtype,
             "replace_listener": replace_listener,
             "replace_listener_cfg": replace_listener_cfg,
         },
@@ -104,7 +110,10 @@ def _find_listener_cfg(cfg) -> Optional[dict]:
 
 
 def get_bilm(model: Model):
-    """The torch ``BiLM`` inside ``model``; a clear error before ``initialize``."""
+    """The torch ``BiLM`` inside ``model``, set to the model's ``compute_dtype`` (a loaded or
+    deserialized module starts in float32); a clear error before ``initialize``."""
+    import torch
+
     from ..bilm.modules import BiLM
 
     module = model.shims[0]._model
@@ -112,7 +121,7 @@ def get_bilm(model: Model):
         raise ValueError(
             "The ELMo biLM is not loaded yet: call nlp.initialize() (or load a trained pipeline) first"
         )
-    return module
+    return module.set_compute_dtype(getattr(torch, model.attrs["compute_dtype"]))
 
 
 def set_bilm(model: Model, bilm) -> None:
