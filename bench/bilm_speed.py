@@ -13,12 +13,13 @@ Usage: ``python bench/bilm_speed.py [--quick] [--output bench/results/bilm_speed
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import random
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -198,6 +199,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's default)")
     parser.add_argument("--output", type=Path, help="also write the markdown table to this file")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="LSTM matmul dtype (BiLM.set_compute_dtype)")
+    parser.add_argument("--json", type=Path, help="also write the rows (and the run's settings) as JSON here")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -221,6 +223,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(table, encoding="utf-8")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        record = {"dtype": args.dtype, "threads": torch.get_num_threads(), "cpu": cpu_name(), "header": header,
+                  "rows": [asdict(r) for r in rows]}
+        args.json.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -202,6 +202,7 @@ def parse_args(argv=None):
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-length", type=int, default=200)
     parser.add_argument("--output", type=Path, help="also write the markdown table here")
+    parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     parser.add_argument("--mode", choices=list(MODES), help=argparse.SUPPRESS)
     parser.add_argument("--cache-dir", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -215,11 +216,16 @@ def main(argv=None) -> int:
     if not args.corpus.exists() or not (args.synthetic or args.options.exists()):
         print(f"error: {args.corpus} or {args.options} is missing (see ../shared)", file=sys.stderr)
         return 1
-    report = table(run_all(args), args)
+    rows = run_all(args)
+    report = table(rows, args)
     print(report)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(report)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        model = f"synthetic-{args.synthetic}" if args.synthetic else str(args.options)
+        args.json.write_text(json.dumps({"model": model, "rows": rows}, indent=1) + "\n")
     return 0
 
 
