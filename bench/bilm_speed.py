@@ -40,7 +40,10 @@ MODELS = {
         "filters": [[1, 16], [2, 16], [3, 32], [4, 64], [5, 128], [6, 240]],
         "char_dim": 16, "dim": 1024, "projection_dim": 128, "sentences": 32,
     },
+    # The shipped default model's own files (trained weights), not a random model.
+    "embedded (512/128, 512 filters)": {"files": "default", "sentences": 32},
 }
+CHAR_CACHE_SENTENCES = {"full": 64, "embedded": 512, "small": 256}
 
 
 def model_options(spec: dict) -> BiLMOptions:
@@ -130,15 +133,27 @@ class Row:
     matmul_gflops: float
 
 
+def build_model(spec: dict, dtype: torch.dtype) -> BiLM:
+    """The benchmarked biLM: random weights of ``spec``'s sizes, or the embedded default model."""
+    if spec.get("files") == "default":
+        from spacy_elmo_mix.bilm.loading import load_bilm
+        from spacy_elmo_mix.default_model import default_model_files
+
+        model = load_bilm(*default_model_files())
+    else:
+        torch.manual_seed(0)
+        model = BiLM(model_options(spec))
+    return model.eval().set_compute_dtype(dtype)
+
+
 def bench_model(name: str, spec: dict, batch_sizes: Sequence[int], warmup: int, reps: int, dtype: torch.dtype = torch.float32) -> List[Row]:
     """Rows for one model: every batch size, all layers and ``top_layer=1``.
 
     spec: the model's sizes (see :data:`MODELS`), with ``sentences``: at least how many sentences one
     timed repetition processes (whole batches). The matmul reference is timed interleaved with the model.
     """
-    torch.manual_seed(0)
-    options = model_options(spec)
-    model = BiLM(options).eval().set_compute_dtype(dtype)
+    model = build_model(spec, dtype)
+    options = model.options
     top_layers = (options.lstm.n_layers, 1)
     rows = []
     for batch_size in batch_sizes:
@@ -166,6 +181,36 @@ def bench_model(name: str, spec: dict, batch_sizes: Sequence[int], warmup: int, 
     return rows
 
 
+def bench_char_cache(name: str, spec: dict, n_sentences: int, batch_size: int, warmup: int, reps: int,
+                     dtype: torch.dtype = torch.float32) -> Dict[str, float]:
+    """tokens/s of one pass over ``n_sentences`` held-out sentences (batches of ``batch_size``, all
+    layers) without and with the char-CNN token-vector cache, emptied at the start of every pass,
+    timed in turn; and the cache's hit rate over a pass."""
+    from spacy_elmo_mix.bilm.token_cache import TokenVectorCache
+
+    model = build_model(spec, dtype)
+    sentences = load_sentences(n_sentences)
+    inputs = [(torch.from_numpy(batch_to_char_ids(b)), torch.tensor([len(s) for s in b]))
+              for b in (sentences[i : i + batch_size] for i in range(0, len(sentences), batch_size))]
+    cache = TokenVectorCache(100_000)
+
+    def one_pass(token_cache) -> Callable[[], None]:
+        def call() -> None:
+            cache.clear()
+            model.token_cache = token_cache
+            with torch.inference_mode():
+                for ids, lengths in inputs:
+                    model(ids, lengths)
+        return call
+
+    seconds = interleaved_medians({"off": one_pass(None), "on": one_pass(cache)}, warmup, reps)
+    n_tokens = sum(len(s) for s in sentences)
+    result = {"model": name, "sentences": n_sentences, "batch_size": batch_size, "tokens_per_s_off": n_tokens / seconds["off"],
+              "tokens_per_s_on": n_tokens / seconds["on"], "hit_rate": cache.hits / max(1, cache.hits + cache.misses)}
+    print(f"  {name} char cache: {result['tokens_per_s_off']:.0f} -> {result['tokens_per_s_on']:.0f} tokens/s", flush=True)
+    return result
+
+
 def cpu_name() -> str:
     """The CPU model from ``/proc/cpuinfo`` (or the platform's machine type)."""
     try:
@@ -191,11 +236,24 @@ def markdown(rows: Sequence[Row], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def char_cache_markdown(results: Sequence[Dict[str, float]]) -> str:
+    lines = ["", "Char-CNN token-vector cache (`ElmoEmbedder(token_cache_size=...)`), all layers, one pass over a stream of "
+             "held-out sentences with the cache empty at its start (words repeat across batches, not within one: a batch's "
+             "words are always deduplicated):", "",
+             "| model | sentences | batch | tokens/s, cache off | tokens/s, cache on | speed-up | hit rate |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        lines.append(f"| {r['model']} | {r['sentences']} | {r['batch_size']} | {r['tokens_per_s_off']:,.0f} | "
+                     f"{r['tokens_per_s_on']:,.0f} | {r['tokens_per_s_on'] / r['tokens_per_s_off']:.2f}x | {r['hit_rate']:.0%} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 repetitions instead of 5")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 128])
-    parser.add_argument("--models", nargs="+", choices=["full", "small"], default=["full", "small"])
+    parser.add_argument("--models", nargs="+", choices=["full", "small", "embedded"], default=["full", "embedded"])
+    parser.add_argument("--no-char-cache", action="store_true", help="skip the char-CNN token cache comparison (batch 32)")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's default)")
     parser.add_argument("--output", type=Path, help="also write the markdown table to this file")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="LSTM matmul dtype (BiLM.set_compute_dtype)")
@@ -206,10 +264,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     warmup, reps = (1, 2) if args.quick else (1, 5)
     load_before = os.getloadavg()[0]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu_name()}, {os.cpu_count()} CPUs")
-    rows = []
+    rows, char_cache = [], []
     for key in args.models:
         name = next(n for n in MODELS if n.startswith(key))
         rows += bench_model(name, MODELS[name], args.batch_sizes, warmup, reps, getattr(torch, args.dtype))
+        if not args.no_char_cache:
+            char_cache.append(bench_char_cache(name, MODELS[name], CHAR_CACHE_SENTENCES[key], 32, warmup, reps, getattr(torch, args.dtype)))
     source = "held-out raw text" if HELDOUT.exists() else "synthetic words"
     precision = "exact float32" if args.dtype == "float32" else "bfloat16 LSTM matmuls (float32 cell state)"
     header = (f"biLM forward, {precision}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
@@ -218,7 +278,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
               f"repetitions after {warmup} warm-up{' (--quick)' if args.quick else ''}. GFLOP/s: analytic forward "
               "FLOPs (char-CNN once per distinct word of a batch, LSTM GEMMs at every position including <S> and </S>) "
               "per second; matmul: [batch, 512] @ [512, 16384] fp32, timed in turn with the model.")
-    table = markdown(rows, header)
+    table = markdown(rows, header) + (char_cache_markdown(char_cache) if char_cache else "")
     print(table)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -226,7 +286,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         record = {"dtype": args.dtype, "threads": torch.get_num_threads(), "cpu": cpu_name(), "header": header,
-                  "rows": [asdict(r) for r in rows]}
+                  "rows": [asdict(r) for r in rows], "char_cache": char_cache}
         args.json.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
