@@ -130,3 +130,12 @@ def test_outputs_on_empty_results_and_cli(tmp_path, capsys):
     assert (tmp_path / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| CoNLL-2003 NER (`conll2003`) | – |" in (tmp_path / "table.md").read_text()
     assert {p.name for p in tmp_path.iterdir()} == {"table.md", "scores.png", "layer_weights.md", "timing.md"}
+
+
+def test_table_names_each_schemes_config(tmp_path):
+    write_cell(tmp_path, "conll2003", "weighted", BEST, config="ner_elmo_hash.cfg")
+    write_cell(tmp_path, "conll2003", "baseline", CLEARLY_WORSE, config="ner_baseline.cfg")
+    table = compare(tmp_path).outputs["table"].read_text()
+    assert "training configs: `weighted`: ner_elmo_hash.cfg; `baseline`: ner_baseline.cfg" in table
+    write_run(tmp_path, "conll2003", "weighted", 6, 0.9, config="ner.cfg")  # mixed configs are all named
+    assert "`weighted`: ner.cfg, ner_elmo_hash.cfg;" in compare(tmp_path).outputs["table"].read_text()

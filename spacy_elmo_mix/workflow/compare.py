@@ -83,7 +83,8 @@ class Run:
 
     dataset/scheme/seed: the run's grid point; score: test score as a fraction; metric: its name;
     train_seconds: training time (None when not recorded); layer_weights: component ->
-    (normalized weights, gamma), empty when not recorded.
+    (normalized weights, gamma), empty when not recorded; config: the training config's file name
+    (None when not recorded).
     """
 
     dataset: str
@@ -93,6 +94,7 @@ class Run:
     metric: str
     train_seconds: Optional[float] = None
     layer_weights: Dict[str, Tuple[List[float], float]] = field(default_factory=dict)
+    config: Optional[str] = None
 
 
 @dataclass
@@ -155,7 +157,7 @@ def _layer_weights(data: dict, path: Path) -> Dict[str, Tuple[List[float], float
 
 
 def add_extras(run: Run, data: dict, path: Path) -> Optional[str]:
-    """Set the optional ``train_seconds`` and ``layer_weights`` of ``run`` from ``data``.
+    """Set the optional ``train_seconds``, ``layer_weights`` and ``config`` of ``run`` from ``data``.
 
     run: the run to complete; data: its metrics.json object; path: the file, for messages.
     Returns a note when one is malformed (that one is then left out, the score still counts).
@@ -164,6 +166,8 @@ def add_extras(run: Run, data: dict, path: Path) -> Optional[str]:
         if data.get("train_seconds") is not None:
             run.train_seconds = _finite(data["train_seconds"], "train_seconds", path)
         run.layer_weights = _layer_weights(data, path)
+        if data.get("config") is not None:
+            run.config = str(data["config"])
     except MetricsError as exc:
         return f"{exc} (left out; the score still counts)"
     return None
@@ -370,7 +374,18 @@ def table_notes(table: Table, results: Results) -> List[str]:
         for d, s in table.untested
     ]
     notes += [f"{d}: runs report different metrics: {', '.join(m)}" for d, m in table.metrics.items() if len(m) > 1]
-    return notes + _missing_notes(results.missing) + results.notes
+    return notes + _config_notes(results) + _missing_notes(results.missing) + results.notes
+
+
+def _config_notes(results: Results) -> List[str]:
+    """One note naming each scheme's training config(s), when the runs recorded them."""
+    configs: Dict[str, set] = {}
+    for run in results.runs:
+        if run.config is not None:
+            configs.setdefault(run.scheme, set()).add(run.config)
+    if not configs:
+        return []
+    return ["training configs: " + "; ".join(f"`{s}`: {', '.join(sorted(configs[s]))}" for s in scheme_order(configs))]
 
 
 def render_table(table: Table, results: Results, alpha: float) -> str:
