@@ -30,6 +30,10 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 BENCH = Path(__file__).resolve().parent
+SHARED = Path(os.environ.get("SPACY_ELMO_MIX_SHARED", BENCH.parent.parent / "shared"))
+# What the benchmarks read: CoNLL-2003 (train_speed), the tiny fixture and raw text (cache_memory).
+NEEDED = [SHARED / "data" / "conll2003" / "train.txt", SHARED / "elmo_fixtures" / "tf_fixture" / "options.json",
+          SHARED / "data" / "raw_text" / "train-00.txt"]
 TARGETS = {
     "matmul": 0.60,  # exact float32, full size, batch 32: fraction of the matmul rate
     "top_layer": 1.5,  # layers 0-1 over all layers, tokens/s
@@ -186,6 +190,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     started = "earlier runs (--report-only)" if args.report_only else f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC"
     args.out_dir.mkdir(parents=True, exist_ok=True)
+    missing = [str(p) for p in NEEDED if not p.exists()]
+    if missing and not args.report_only:
+        print(f"error: the benchmarks need {', '.join(missing)} (the shared data beside the repository)", file=sys.stderr)
+        return 1
     if not args.report_only:
         run_all(args.out_dir, args.quick, args.threads)
     text = report(args.out_dir, args.threads, args.quick, started)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Dict, List
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "conll2003"
+DATA = Path(os.environ.get("SPACY_ELMO_MIX_SHARED", REPO.parent / "shared")) / "data" / "conll2003"
 NO_ELMO = "no ELMo (hash embeddings)"
 MODEL_NAMES = {
     "embedded": "the embedded default model (2 x 512 cells, 128 projection)",
