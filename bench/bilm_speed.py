@@ -128,6 +128,7 @@ class Row:
     model: str
     batch_size: int
     top_layer: int
+    dtype: str
     tokens_per_s: float
     gflops: float
     matmul_gflops: float
@@ -146,13 +147,14 @@ def build_model(spec: dict, dtype: torch.dtype) -> BiLM:
     return model.eval().set_compute_dtype(dtype)
 
 
-def bench_model(name: str, spec: dict, batch_sizes: Sequence[int], warmup: int, reps: int, dtype: torch.dtype = torch.float32) -> List[Row]:
-    """Rows for one model: every batch size, all layers and ``top_layer=1``.
+def bench_model(name: str, spec: dict, batch_sizes: Sequence[int], warmup: int, reps: int, dtypes: Sequence[str] = ("float32",)) -> List[Row]:
+    """Rows for one model: every batch size and compute dtype, all layers and ``top_layer=1``.
 
     spec: the model's sizes (see :data:`MODELS`), with ``sentences``: at least how many sentences one
-    timed repetition processes (whole batches). The matmul reference is timed interleaved with the model.
+    timed repetition processes (whole batches). The matmul reference and every dtype are timed
+    interleaved (one model, its compute dtype switched before each call).
     """
-    model = build_model(spec, dtype)
+    model = build_model(spec, torch.float32)
     options = model.options
     top_layers = (options.lstm.n_layers, 1)
     rows = []
@@ -163,32 +165,32 @@ def bench_model(name: str, spec: dict, batch_sizes: Sequence[int], warmup: int, 
         inputs = [(torch.from_numpy(batch_to_char_ids(b)), torch.tensor([len(s) for s in b])) for b in batches]
         n_tokens = sum(len(s) for s in sentences)
 
-        def run(top: int) -> Callable[[], None]:
+        def run(dtype: str, top: int) -> Callable[[], None]:
             def call() -> None:
+                model.set_compute_dtype(getattr(torch, dtype))
                 with torch.inference_mode():
                     for ids, lengths in inputs:
                         model(ids, lengths, top_layer=top)
             return call
 
         matmul, matmul_flops = matmul_job(batch_size)
-        jobs = {"matmul": matmul, **{top: run(top) for top in top_layers}}
-        seconds = interleaved_medians(jobs, warmup, reps)
-        for top in top_layers:
+        settings = [(dtype, top) for dtype in dtypes for top in top_layers]
+        seconds = interleaved_medians({"matmul": matmul, **{k: run(*k) for k in settings}}, warmup, reps)
+        for dtype, top in settings:
             flops = sum(batch_flops(options, b, top) for b in batches)
-            rows.append(Row(name, batch_size, top, n_tokens / seconds[top], flops / seconds[top] / 1e9,
-                            matmul_flops / seconds["matmul"] / 1e9))
-            print(f"  {name} B={batch_size} top_layer={top}: {n_tokens / seconds[top]:.0f} tokens/s", flush=True)
+            rate = n_tokens / seconds[dtype, top]
+            rows.append(Row(name, batch_size, top, dtype, rate, flops / seconds[dtype, top] / 1e9, matmul_flops / seconds["matmul"] / 1e9))
+            print(f"  {name} B={batch_size} {dtype} top_layer={top}: {rate:.0f} tokens/s", flush=True)
     return rows
 
 
-def bench_char_cache(name: str, spec: dict, n_sentences: int, batch_size: int, warmup: int, reps: int,
-                     dtype: torch.dtype = torch.float32) -> Dict[str, float]:
+def bench_char_cache(name: str, spec: dict, n_sentences: int, batch_size: int, warmup: int, reps: int) -> Dict[str, float]:
     """tokens/s of one pass over ``n_sentences`` held-out sentences (batches of ``batch_size``, all
-    layers) without and with the char-CNN token-vector cache, emptied at the start of every pass,
-    timed in turn; and the cache's hit rate over a pass."""
+    layers, float32) without and with the char-CNN token-vector cache, emptied at the start of every
+    pass, timed in turn; and the cache's hit rate over a pass."""
     from spacy_elmo_mix.bilm.token_cache import TokenVectorCache
 
-    model = build_model(spec, dtype)
+    model = build_model(spec, torch.float32)
     sentences = load_sentences(n_sentences)
     inputs = [(torch.from_numpy(batch_to_char_ids(b)), torch.tensor([len(s) for s in b]))
               for b in (sentences[i : i + batch_size] for i in range(0, len(sentences), batch_size))]
@@ -223,16 +225,21 @@ def cpu_name() -> str:
 
 
 def markdown(rows: Sequence[Row], header: str) -> str:
-    """The results as a markdown table, with the all-layers / top_layer=1 speed ratio per setting."""
+    """The results as a markdown table, with the top_layer=1 / all-layers speed ratio (same dtype)
+    and the bfloat16 / float32 ratio (same layers) per setting."""
     lines = [header, "",
-             "| model | batch | layers | tokens/s | GFLOP/s | matmul GFLOP/s (M=batch) | % of matmul | top_layer=1 speed-up |",
-             "|---|---:|---|---:|---:|---:|---:|---:|"]
-    full = {(r.model, r.batch_size): r for r in rows if r.top_layer != 1}
+             "| model | batch | precision | layers | tokens/s | GFLOP/s | matmul GFLOP/s (M=batch) | % of matmul | "
+             "top_layer=1 speed-up | bfloat16 speed-up |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+    by_key = {(r.model, r.batch_size, r.dtype, r.top_layer): r for r in rows}
     for r in rows:
         layers = "0..1 (top_layer=1)" if r.top_layer == 1 else f"all (0..{r.top_layer})"
-        ratio = f"{r.tokens_per_s / full[r.model, r.batch_size].tokens_per_s:.2f}x" if r.top_layer == 1 else ""
-        lines.append(f"| {r.model} | {r.batch_size} | {layers} | {r.tokens_per_s:,.0f} | {r.gflops:.1f} | "
-                     f"{r.matmul_gflops:.1f} | {100 * r.gflops / r.matmul_gflops:.0f}% | {ratio} |")
+        full_layers = next(x for x in rows if (x.model, x.batch_size, x.dtype) == (r.model, r.batch_size, r.dtype) and x.top_layer != 1)
+        top_ratio = f"{r.tokens_per_s / full_layers.tokens_per_s:.2f}x" if r.top_layer == 1 else ""
+        exact = by_key.get((r.model, r.batch_size, "float32", r.top_layer))
+        dtype_ratio = f"{r.tokens_per_s / exact.tokens_per_s:.2f}x" if r.dtype != "float32" and exact else ""
+        lines.append(f"| {r.model} | {r.batch_size} | {r.dtype} | {layers} | {r.tokens_per_s:,.0f} | {r.gflops:.1f} | "
+                     f"{r.matmul_gflops:.1f} | {100 * r.gflops / r.matmul_gflops:.0f}% | {top_ratio} | {dtype_ratio} |")
     return "\n".join(lines) + "\n"
 
 
@@ -256,7 +263,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--no-char-cache", action="store_true", help="skip the char-CNN token cache comparison (batch 32)")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's default)")
     parser.add_argument("--output", type=Path, help="also write the markdown table to this file")
-    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="LSTM matmul dtype (BiLM.set_compute_dtype)")
+    parser.add_argument("--dtypes", nargs="+", choices=["float32", "bfloat16"], default=["float32"],
+                        help="compute dtypes of convolutions and matmuls (BiLM.set_compute_dtype), timed in turn")
     parser.add_argument("--json", type=Path, help="also write the rows (and the run's settings) as JSON here")
     args = parser.parse_args(argv)
     if args.threads:
@@ -267,12 +275,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     rows, char_cache = [], []
     for key in args.models:
         name = next(n for n in MODELS if n.startswith(key))
-        rows += bench_model(name, MODELS[name], args.batch_sizes, warmup, reps, getattr(torch, args.dtype))
+        rows += bench_model(name, MODELS[name], args.batch_sizes, warmup, reps, args.dtypes)
         if not args.no_char_cache:
-            char_cache.append(bench_char_cache(name, MODELS[name], CHAR_CACHE_SENTENCES[key], 32, warmup, reps, getattr(torch, args.dtype)))
+            char_cache.append(bench_char_cache(name, MODELS[name], CHAR_CACHE_SENTENCES[key], 32, warmup, reps))
     source = "held-out raw text" if HELDOUT.exists() else "synthetic words"
-    precision = "exact float32" if args.dtype == "float32" else "bfloat16 LSTM matmuls (float32 cell state)"
-    header = (f"biLM forward, {precision}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+    precision = " and ".join({"float32": "exact float32", "bfloat16": "bfloat16 (convolutions and matmuls; float32 cell state and outputs)"}[d] for d in args.dtypes)
+    header = (f"biLM forward, {precision}{', timed in turn' if len(args.dtypes) > 1 else ''}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
               f"{cpu_name()} ({os.cpu_count()} CPUs; 1-minute load average {load_before:.1f} before, "
               f"{os.getloadavg()[0]:.1f} after); sentences of 5-60 tokens ({source}); medians of {reps} "
               f"repetitions after {warmup} warm-up{' (--quick)' if args.quick else ''}. GFLOP/s: analytic forward "
@@ -285,7 +293,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         args.output.write_text(table, encoding="utf-8")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        record = {"dtype": args.dtype, "threads": torch.get_num_threads(), "cpu": cpu_name(), "header": header,
+        record = {"dtypes": args.dtypes, "threads": torch.get_num_threads(), "cpu": cpu_name(), "header": header,
                   "rows": [asdict(r) for r in rows], "char_cache": char_cache}
         args.json.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 

@@ -1,8 +1,12 @@
-"""The opt-in bfloat16 mode: LSTM matrix products in bfloat16, everything else float32.
+"""The opt-in bfloat16 mode: convolutions and matrix products in bfloat16 (char-CNN and LSTMs);
+biases, gating, the LSTM cell state and the outputs in float32.
 
-Measured deviation from the exact float32 path on 64 held-out sentences: tiny fixture model 0.013
-max abs (0.3% of the largest output), embedded default model 0.019 (0.3%). The bound below leaves
-room for other CPUs' bf16 kernels.
+Measured deviation from the exact float32 path (max abs over all layers; share of the largest
+output): trained tiny bilm-tf fixture 0.015 on these sentences, 0.019 on 64 held-out sentences
+(0.2-0.3%); embedded default model 0.065 (0.6%) and 0.068 (0.25%). The bound below (1%) leaves room
+for other CPUs' bf16 kernels. Trained models only: the random-weight fixture (``tiny_random``)
+amplifies rounding in its top LSTM layer (up to 30% on long held-out sentences, also with a float32
+char-CNN), which says nothing about bfloat16 on real models.
 """
 from __future__ import annotations
 
@@ -19,15 +23,15 @@ SENTENCES = [
 ]
 
 
-@pytest.mark.parametrize("model", ["tf_fixture", "tiny_random"])
-def test_bfloat16_stays_close_to_float32(fixtures_dir, model):
-    folder = fixtures_dir / ("tf_fixture" if model == "tf_fixture" else "reference/tiny_random")
-    files = (folder / "options.json", folder / ("lm_weights.hdf5" if model == "tf_fixture" else "weights.hdf5"))
+@pytest.mark.parametrize("model", ["tf_fixture", "embedded"])
+def test_bfloat16_stays_close_to_float32(tiny_model_files, model):
+    from spacy_elmo_mix.default_model import default_model_files
+
+    files = tiny_model_files if model == "tf_fixture" else default_model_files()
     exact = ElmoEmbedder(*files).embed_batch(SENTENCES)
     low = ElmoEmbedder(*files, dtype="bfloat16").embed_batch(SENTENCES)
     for a, b in zip(exact, low):
         assert b.dtype == np.float32
-        np.testing.assert_array_equal(a[0], b[0])  # the char-CNN layer stays float32
         deviation = np.abs(a - b).max()
         assert 0 < deviation <= 0.01 * np.abs(a).max() + 1e-3
 

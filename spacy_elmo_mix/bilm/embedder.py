@@ -19,8 +19,8 @@ class ElmoEmbedder:
     token_cache_size: keep the token vectors (layer 0) of up to this many distinct words, least
         recently used dropped first, and reuse them in later batches instead of running the char-CNN
         again (``4 * projection_dim`` bytes a word; 0: no cache).
-    dtype: ``"float32"`` (exact, default) or ``"bfloat16"``: the LSTMs' matrix products in
-        bfloat16 (for CPUs with bf16 units and GPUs; cell state and outputs stay float32).
+    dtype: ``"float32"`` (exact, default) or ``"bfloat16"``: convolutions and matrix products in
+        bfloat16 (for CPUs with bf16 units and GPUs; see ``BiLM.set_compute_dtype``).
 
     Every sentence starts from a zero LSTM state, so a sentence gets the same vectors in any batch
     (AllenNLP's ``ElmoEmbedder`` carried state between batches).

@@ -35,8 +35,9 @@ class Highway(nn.Module):
         self.bias = nn.Parameter(torch.zeros(2 * dim))
         nn.init.normal_(self.weight, std=(1.0 / dim) ** 0.5)
 
-    def forward(self, x: Tensor) -> Tensor:
-        transform, carry = torch.nn.functional.linear(x, self.weight, self.bias).chunk(2, dim=-1)
+    def forward(self, x: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+        """dtype: of the matrix product (see ``BiLM.set_compute_dtype``); the gating stays float32."""
+        transform, carry = _linear(x, self.weight, self.bias, dtype).chunk(2, dim=-1)
         # sigmoid(-z) = 1 - c, computed as AllenNLP does (it stores -W_carry).
         keep = torch.sigmoid(-carry)
         return keep * x + (1 - keep) * torch.relu(transform)
@@ -58,14 +59,17 @@ class CharCNN(nn.Module):
         self.highways = nn.ModuleList(Highway(opts.n_filters) for _ in range(opts.n_highway))
         self.projection = nn.Linear(opts.n_filters, output_dim)
         self.activation = torch.relu if opts.activation == "relu" else torch.tanh
+        # Convolutions and matrix products in this dtype (see BiLM.set_compute_dtype).
+        self.compute_dtype = torch.float32
 
     def forward(self, char_ids: Tensor) -> Tensor:
-        """``[n_words, max_chars]`` character ids -> ``[n_words, output_dim]`` token vectors."""
-        x = torch.nn.functional.embedding(char_ids, self.char_embedding).transpose(1, 2)
-        x = torch.cat([self.activation(conv(x).amax(dim=-1)) for conv in self.convolutions], dim=-1)
+        """``[n_words, max_chars]`` character ids -> ``[n_words, output_dim]`` token vectors (float32)."""
+        low = self.compute_dtype
+        x = torch.nn.functional.embedding(char_ids, self.char_embedding)
+        x = torch.cat([self.activation(_pooled_conv(x, conv, low)) for conv in self.convolutions], dim=-1)
         for highway in self.highways:
-            x = highway(x)
-        return self.projection(x)
+            x = highway(x, low)
+        return _linear(x, self.projection.weight, self.projection.bias, low)
 
 
 class LSTMLayer(nn.Module):
@@ -123,6 +127,30 @@ def _mm(a: Tensor, w: Tensor) -> Tensor:
     if w.dtype == torch.float32:
         return torch.mm(a, w)
     return torch.mm(a.to(w.dtype), w).float()
+
+
+def _linear(x: Tensor, weight: Tensor, bias: Tensor, dtype: torch.dtype) -> Tensor:
+    """``x @ weight.T + bias`` with the product in ``dtype``, as float32 (exactly ``F.linear`` for float32)."""
+    if dtype == torch.float32:
+        return torch.nn.functional.linear(x, weight, bias)
+    return torch.nn.functional.linear(x.to(dtype), weight.to(dtype)).float().add_(bias)
+
+
+def _pooled_conv(x: Tensor, conv: nn.Conv1d, dtype: torch.dtype) -> Tensor:
+    """``conv`` over character embeddings ``x`` (``[n, positions, char_dim]``), max-pooled over
+    positions, as float32 ``[n, filters]``.
+
+    float32: exactly ``conv(x.transpose(1, 2)).amax(-1)``. bfloat16: a 2-D convolution in
+    channels-last layout (``x`` viewed as NCHW ``[n, char_dim, 1, positions]`` without a copy), which
+    puts the filters innermost, so the max over positions runs several times faster than over
+    conv1d's innermost axis (equal values; not used for float32, whose rounding it would change);
+    the bias, constant over positions, is added in float32 after the max.
+    """
+    if dtype == torch.float32:
+        return conv(x.transpose(1, 2)).amax(dim=-1)
+    weight = conv.weight.unsqueeze(2).to(dtype).contiguous(memory_format=torch.channels_last)
+    channels_last = x.unsqueeze(1).permute(0, 3, 1, 2).to(dtype)
+    return torch.nn.functional.conv2d(channels_last, weight).amax(dim=(2, 3)).float().add_(conv.bias)
 
 
 def _addmm(bias: Tensor, a: Tensor, w: Tensor) -> Tensor:
@@ -207,22 +235,24 @@ class BiLM(nn.Module):
         return self.token_cache.vectors(words, self.char_cnn)
 
     def set_compute_dtype(self, dtype: torch.dtype) -> "BiLM":
-        """Run the LSTMs' matrix products in ``dtype``: ``torch.float32`` (exact, default) or
-        ``torch.bfloat16`` (opt-in, for CPUs with bf16 units and GPUs). The cell state, gates,
-        clipping, the char-CNN and all outputs stay float32; the deviation from float32 is bounded
-        in ``tests/test_bilm_bfloat16.py``.
+        """Run the matrix products and convolutions (char-CNN and LSTMs) in ``dtype``:
+        ``torch.float32`` (exact, default) or ``torch.bfloat16`` (opt-in, for CPUs with bf16 units
+        and GPUs). Biases, the highway gating, the LSTM cell state, gates and clipping, and all
+        outputs stay float32; the deviation from float32 is bounded in ``tests/test_bilm_bfloat16.py``.
+        A token cache is emptied when the dtype changes.
         """
         if dtype not in (torch.float32, torch.bfloat16):
             raise ValueError(f"compute dtype must be torch.float32 or torch.bfloat16, got {dtype}")
-        for stack in self.stacks:
-            for layer in stack:
-                layer.compute_dtype = dtype
+        if dtype != self.compute_dtype and self.token_cache is not None:
+            self.token_cache.clear()
+        for module in (self.char_cnn, *(layer for stack in self.stacks for layer in stack)):
+            module.compute_dtype = dtype
         return self
 
     @property
     def compute_dtype(self) -> torch.dtype:
-        """The dtype of the LSTMs' matrix products (see :meth:`set_compute_dtype`)."""
-        return self.stacks[0][0].compute_dtype
+        """The dtype of the matrix products and convolutions (see :meth:`set_compute_dtype`)."""
+        return self.char_cnn.compute_dtype
 
     def check_top_layer(self, top_layer: Optional[int]) -> int:
         n_lstm = self.options.lstm.n_layers

@@ -13,7 +13,7 @@ Model attrs:
 - ``cache_dir``, ``cache_memory_mb``, ``cache_dtype``: the layer cache of a frozen biLM (see
   ``layer_cache``): computed layers are kept in memory (LRU, this many MiB; 0 and no directory:
   no cache) and, with a directory, on disk, shared between runs. ``float32`` keeps exact values.
-- ``compute_dtype``: ``float32`` (exact) or ``bfloat16`` (the LSTMs' matrix products, see
+- ``compute_dtype``: ``float32`` (exact) or ``bfloat16`` (convolutions and matrix products, see
   ``BiLM.set_compute_dtype``); applied whenever the biLM is used, also after loading.
 Dims: ``nO`` = layer width, set when the biLM is loaded; attr ``n_layers`` = layers the biLM offers.
 """
