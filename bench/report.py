@@ -119,7 +119,8 @@ def targets(out: Path) -> List[tuple]:
     memory = load(out, "cache_memory_synthetic1024")
     disk = next(r for r in memory["rows"] if r["mode"] == "disk-read")
     per_token = disk["disk_mib"] * 2**20 / disk["tokens"]
-    rows.append(("cache: <= 5 KiB per token on disk (published layer sizes, float16)", f"{per_token:,.0f} bytes ({per_token / 1024:.3f} KiB)", per_token <= TARGETS["cache_bytes"] * 1.001))
+    rows.append(("cache: <= 5 KiB per token on disk (published layer sizes, float16)", f"{per_token:,.0f} bytes ({per_token / 1024:.3f} KiB; the layers alone: 2 bytes x 2.5 x width, exactly 5 KiB at width 1024, plus the index)",
+                 per_token <= TARGETS["cache_bytes"] * 1.001))  # the index's ~2 bytes a token are not counted against the target
     return rows
 
 
@@ -143,7 +144,7 @@ def chart(out: Path) -> Path:
     names, width = list(record["epoch_seconds"]), 0.25
     for epoch in range(3):
         ax.bar([i + epoch * width for i in range(len(names))], [record["words"] / record["epoch_seconds"][n][epoch] for n in names], width, label=f"epoch {epoch + 1}")
-    ax.set_xticks([i + width for i in range(len(names))], [n.replace(", ", "\n") for n in names], fontsize=7)
+    ax.set_xticks([i + width for i in range(len(names))], [n.replace(", ", "\n").replace(" (", "\n(") for n in names], fontsize=7)
     ax.set(ylabel="training words/s", title="spacy train NER, embedded model")
     ax.legend(fontsize=8)
     ax = axes[2]
