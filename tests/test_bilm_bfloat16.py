@@ -82,3 +82,18 @@ def test_fingerprint_tracks_compute_dtype(tiny_model_files):
     model.set_compute_dtype(torch.float32)
     assert low != exact and model_fingerprint(model) == exact
     assert model_fingerprint(model, "x") != exact
+
+
+def test_kept_bfloat16_weights_follow_weight_changes(tiny_model_files):
+    """Inference reuses the bf16 casts of the weights; a changed weight is cast again."""
+    embedder = ElmoEmbedder(*tiny_model_files, dtype="bfloat16")
+    before = embedder.embed_sentence(SENTENCES[0])
+    np.testing.assert_array_equal(embedder.embed_sentence(SENTENCES[0]), before)  # casts reused
+    with torch.no_grad():
+        embedder.model.stacks[0][1].w_recurrent.mul_(1.5)
+        embedder.model.char_cnn.convolutions[0].weight.mul_(1.5)
+    after = embedder.embed_sentence(SENTENCES[0])
+    fresh = ElmoEmbedder(*tiny_model_files, dtype="bfloat16")
+    fresh.model.load_state_dict(embedder.model.state_dict())
+    np.testing.assert_array_equal(after, fresh.embed_sentence(SENTENCES[0]))
+    assert not np.array_equal(after, before)

@@ -100,7 +100,7 @@ class LSTMLayer(nn.Module):
     def forward(self, x: Tensor, batch_sizes: List[int]) -> Tensor:
         """Packed input ``[n_rows, input_dim]`` -> packed output ``[n_rows, projection_dim]``."""
         dim, low = self.dim, self.compute_dtype
-        w_in, w_rec, w_proj = (w.t().to(low) for w in (self.w_input, self.w_recurrent, self.w_projection))
+        w_in, w_rec, w_proj = (_cast(w, low).t() for w in (self.w_input, self.w_recurrent, self.w_projection))
         # Same summation order as AllenNLP: (x W_in) + (h W_rec + b), with the +1 folded into b.
         projected = _mm(x, w_in)
         bias = self.bias + self.forget_bias
@@ -122,6 +122,21 @@ class LSTMLayer(nn.Module):
         return torch.cat(outputs)
 
 
+def _cast(weight: Tensor, dtype: torch.dtype) -> Tensor:
+    """``weight`` in ``dtype``. Without gradients the cast is kept on the weight and reused until the
+    weight changes (version counter or storage), so inference does not cast every weight per call."""
+    if weight.dtype == dtype:
+        return weight
+    if torch.is_grad_enabled() and weight.requires_grad:
+        return weight.to(dtype)
+    key = (dtype, weight._version, weight.data_ptr())
+    kept = getattr(weight, "_low_precision_copy", None)
+    if kept is None or kept[0] != key:
+        kept = (key, weight.detach().to(dtype))
+        weight._low_precision_copy = kept
+    return kept[1]
+
+
 def _mm(a: Tensor, w: Tensor) -> Tensor:
     """``a @ w`` in ``w``'s dtype, returned as float32 (exactly ``torch.mm`` for float32)."""
     if w.dtype == torch.float32:
@@ -133,7 +148,7 @@ def _linear(x: Tensor, weight: Tensor, bias: Tensor, dtype: torch.dtype) -> Tens
     """``x @ weight.T + bias`` with the product in ``dtype``, as float32 (exactly ``F.linear`` for float32)."""
     if dtype == torch.float32:
         return torch.nn.functional.linear(x, weight, bias)
-    return torch.nn.functional.linear(x.to(dtype), weight.to(dtype)).float().add_(bias)
+    return torch.nn.functional.linear(x.to(dtype), _cast(weight, dtype)).float().add_(bias)
 
 
 def _pooled_conv(x: Tensor, conv: nn.Conv1d, dtype: torch.dtype) -> Tensor:
@@ -148,7 +163,7 @@ def _pooled_conv(x: Tensor, conv: nn.Conv1d, dtype: torch.dtype) -> Tensor:
     """
     if dtype == torch.float32:
         return conv(x.transpose(1, 2)).amax(dim=-1)
-    weight = conv.weight.unsqueeze(2).to(dtype).contiguous(memory_format=torch.channels_last)
+    weight = _cast(conv.weight, dtype).unsqueeze(2).contiguous(memory_format=torch.channels_last)
     channels_last = x.unsqueeze(1).permute(0, 3, 1, 2).to(dtype)
     return torch.nn.functional.conv2d(channels_last, weight).amax(dim=(2, 3)).float().add_(conv.bias)
 
@@ -239,7 +254,9 @@ class BiLM(nn.Module):
         ``torch.float32`` (exact, default) or ``torch.bfloat16`` (opt-in, for CPUs with bf16 units
         and GPUs). Biases, the highway gating, the LSTM cell state, gates and clipping, and all
         outputs stay float32; the deviation from float32 is bounded in ``tests/test_bilm_bfloat16.py``.
-        A token cache is emptied when the dtype changes.
+        A token cache is emptied when the dtype changes. Without gradients (inference) the bf16
+        copies of the weights are kept and reused while the weights do not change (half the
+        float32 weights' memory in addition).
         """
         if dtype not in (torch.float32, torch.bfloat16):
             raise ValueError(f"compute dtype must be torch.float32 or torch.bfloat16, got {dtype}")
