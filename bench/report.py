@@ -27,13 +27,15 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 BENCH = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("SPACY_ELMO_MIX_SHARED", BENCH.parent.parent / "shared"))
 # What the benchmarks read: CoNLL-2003 (train_speed), the tiny fixture and raw text (cache_memory).
 NEEDED = [SHARED / "data" / "conll2003" / "train.txt", SHARED / "elmo_fixtures" / "tf_fixture" / "options.json",
           SHARED / "data" / "raw_text" / "train-00.txt"]
+# The JSON files a report is built from (written by run_all).
+REQUIRED = ["bilm_speed", "train_speed_embedded", "train_speed_published-original", "cache_memory_tiny", "cache_memory_synthetic1024"]
 TARGETS = {
     "matmul": 0.60,  # exact float32, full size, batch 32: fraction of the matmul rate
     "top_layer": 1.5,  # layers 0-1 over all layers, tokens/s
@@ -197,6 +199,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
     if not args.report_only:
         run_all(args.out_dir, args.quick, args.threads)
+    absent = [name for name in REQUIRED if not (args.out_dir / f"{name}.json").exists()]
+    if absent:
+        print(f"error: {args.out_dir} lacks {', '.join(f'{n}.json' for n in absent)}: run bench/report.py without --report-only", file=sys.stderr)
+        return 1
     text = report(args.out_dir, args.threads, args.quick, started)
     tmp = args.out_dir / "REPORT.md.tmp"
     tmp.write_text(text, encoding="utf-8")

@@ -25,7 +25,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List
 
