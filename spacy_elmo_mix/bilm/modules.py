@@ -65,7 +65,10 @@ class CharCNN(nn.Module):
     def forward(self, char_ids: Tensor) -> Tensor:
         """``[n_words, max_chars]`` character ids -> ``[n_words, output_dim]`` token vectors (float32)."""
         low = self.compute_dtype
-        x = torch.nn.functional.embedding(char_ids, self.char_embedding)
+        x = torch.nn.functional.embedding(char_ids, self.char_embedding).transpose(1, 2)
+        if low != torch.float32:
+            # NCHW [n_words, char_dim, 1, max_chars] in channels-last layout (a view of the embeddings).
+            x = x.unsqueeze(2).to(low, memory_format=torch.channels_last)
         x = torch.cat([self.activation(_pooled_conv(x, conv, low)) for conv in self.convolutions], dim=-1)
         for highway in self.highways:
             x = highway(x, low)
@@ -152,20 +155,18 @@ def _linear(x: Tensor, weight: Tensor, bias: Tensor, dtype: torch.dtype) -> Tens
 
 
 def _pooled_conv(x: Tensor, conv: nn.Conv1d, dtype: torch.dtype) -> Tensor:
-    """``conv`` over character embeddings ``x`` (``[n, positions, char_dim]``), max-pooled over
-    positions, as float32 ``[n, filters]``.
+    """``conv`` over character embeddings ``x``, max-pooled over positions, as float32 ``[n, filters]``.
 
-    float32: exactly ``conv(x.transpose(1, 2)).amax(-1)``. bfloat16: a 2-D convolution in
-    channels-last layout (``x`` viewed as NCHW ``[n, char_dim, 1, positions]`` without a copy), which
-    puts the filters innermost, so the max over positions runs several times faster than over
-    conv1d's innermost axis (equal values; not used for float32, whose rounding it would change);
-    the bias, constant over positions, is added in float32 after the max.
+    float32: ``x`` is ``[n, char_dim, positions]``; exactly ``conv(x).amax(-1)``. bfloat16: ``x`` is
+    ``[n, char_dim, 1, positions]`` in channels-last layout and the convolution is 2-D, which puts the
+    filters innermost, so the max over positions runs several times faster than over conv1d's
+    innermost axis (equal values; not used for float32, whose rounding it would change); the bias,
+    constant over positions, is added in float32 after the max.
     """
     if dtype == torch.float32:
-        return conv(x.transpose(1, 2)).amax(dim=-1)
+        return conv(x).amax(dim=-1)
     weight = _cast(conv.weight, dtype).unsqueeze(2).contiguous(memory_format=torch.channels_last)
-    channels_last = x.unsqueeze(1).permute(0, 3, 1, 2).to(dtype)
-    return torch.nn.functional.conv2d(channels_last, weight).amax(dim=(2, 3)).float().add_(conv.bias)
+    return torch.nn.functional.conv2d(x, weight).amax(dim=(2, 3)).float().add_(conv.bias)
 
 
 def _addmm(bias: Tensor, a: Tensor, w: Tensor) -> Tensor:
