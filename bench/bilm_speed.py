@@ -47,14 +47,15 @@ CHAR_CACHE_SENTENCES = {"full": 64, "embedded": 512, "small": 256}
 
 
 def model_options(spec: dict) -> BiLMOptions:
-    """Options of a 2-layer biLM with 2 highway layers and clipping at 3.
+    """Options of a 2-layer biLM with clipping at 3 and ``spec``'s sizes.
 
-    spec: ``filters`` ([width, n] pairs), ``char_dim``, ``dim`` (LSTM cells), ``projection_dim``.
+    spec: ``filters`` ([width, n] pairs), ``char_dim``, ``dim`` (LSTM cells), ``projection_dim``,
+    ``n_highway`` (default 2).
     """
     return BiLMOptions.from_dict({
         "lstm": {"dim": spec["dim"], "projection_dim": spec["projection_dim"], "n_layers": 2,
                  "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
-        "char_cnn": {"filters": spec["filters"], "n_highway": 2, "embedding": {"dim": spec["char_dim"]},
+        "char_cnn": {"filters": spec["filters"], "n_highway": spec.get("n_highway", 2), "embedding": {"dim": spec["char_dim"]},
                      "n_characters": 262, "max_characters_per_token": 50, "activation": "relu"},
     }, source="bench")
 

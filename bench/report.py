@@ -45,13 +45,6 @@ TARGETS = {
 }
 
 
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def has_bf16_units() -> bool:
     """Whether the CPU advertises bf16 matrix instructions (AVX512-BF16 or AMX-BF16)."""
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
@@ -164,6 +157,8 @@ def chart(out: Path) -> Path:
 
 def report(out: Path, threads: int, quick: bool, started: str) -> str:
     """The markdown report: machine, targets, then every table."""
+    from bilm_speed import cpu_name  # bench/ is this script's folder
+
     mark = {True: "met", False: "**not met**", None: "n/a"}
     lines = [
         "# Benchmark report",

@@ -47,8 +47,8 @@ SETTINGS = {
 # Published architectures (bilm-tf options), run with random weights: same cost as the real ones.
 FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 PUBLISHED = {
-    "published-small": {"dim": 1024, "projection_dim": 128, "n_highway": 1},
-    "published-original": {"dim": 4096, "projection_dim": 512, "n_highway": 2},
+    "published-small": {"filters": FILTERS, "char_dim": 16, "dim": 1024, "projection_dim": 128, "n_highway": 1},
+    "published-original": {"filters": FILTERS, "char_dim": 16, "dim": 4096, "projection_dim": 512, "n_highway": 2},
 }
 
 # Runs in a child process per setting: trains and prints one line per epoch start time.
@@ -95,19 +95,13 @@ def count_words(path: Path) -> int:
 def random_published_model(name: str, out: Path):
     """``options.json`` and ``weights.hdf5`` of a random biLM in the published architecture ``name``."""
     import torch
+    from bilm_speed import model_options  # bench/ is this script's folder
 
-    from spacy_elmo_mix.bilm import BiLM, BiLMOptions
+    from spacy_elmo_mix.bilm import BiLM
     from spacy_elmo_mix.bilm.loading import save_bilm
 
-    spec = PUBLISHED[name]
-    options = BiLMOptions.from_dict({
-        "lstm": {"dim": spec["dim"], "projection_dim": spec["projection_dim"], "n_layers": 2,
-                 "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
-        "char_cnn": {"filters": FILTERS, "n_highway": spec["n_highway"], "embedding": {"dim": 16},
-                     "n_characters": 262, "max_characters_per_token": 50, "activation": "relu"},
-    }, source=name)
     torch.manual_seed(0)
-    folder = save_bilm(BiLM(options), out / name)
+    folder = save_bilm(BiLM(model_options(PUBLISHED[name])), out / name)
     return str(folder / "options.json"), str(folder / "weights.hdf5")
 
 
