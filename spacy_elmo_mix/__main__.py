@@ -6,8 +6,11 @@ modules are imported only when their command runs.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import List, Optional
+
+from .errors import ElmoMixError
 
 COMMANDS = {
     "embed": ("spacy_elmo_mix.cli.embed", "print ELMo layers for sentences (options/weights files or the default model)"),
@@ -23,13 +26,21 @@ COMMANDS = {
 
 
 def usage() -> str:
-    lines = ["usage: python -m spacy_elmo_mix COMMAND [ARGS]  (COMMAND --help for its options)", "", "commands:"]
+    lines = [
+        "usage: python -m spacy_elmo_mix COMMAND [ARGS] [--debug]  (COMMAND --help for its options;",
+        "       --debug shows the traceback of a failure)", "", "commands:",
+    ]
     lines += [f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()]
     return "\n".join(lines)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """Run one command. Expected failures (:class:`~spacy_elmo_mix.errors.ElmoMixError`, and operating
+    system errors that name their file) print one line and return 1; ``--debug`` anywhere on the
+    command line (or ``SPACY_ELMO_MIX_DEBUG=1``) lets them propagate with their traceback."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("SPACY_ELMO_MIX_DEBUG", "") not in ("", "0")
+    argv = [arg for arg in argv if arg != "--debug"]
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
         return 0 if argv else 2
@@ -38,7 +49,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
-    return int(module.main(rest) or 0)
+    try:
+        return int(module.main(rest) or 0)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (ElmoMixError, OSError) as exc:
+        if debug or (isinstance(exc, OSError) and not exc.filename):
+            raise
+        print(f"error: {describe_error(exc)}", file=sys.stderr)
+        return 1
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for the user: the package's own message, or an OS error with the file it concerns."""
+    if isinstance(exc, OSError) and not isinstance(exc, ElmoMixError):
+        target = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
+        return f"{target}: {exc.strerror or type(exc).__name__}"
+    return " ".join(str(exc).split("\n"))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,22 @@
-"""Exceptions raised by spacy-elmo-mix."""
+"""Exceptions raised by spacy-elmo-mix.
+
+Every expected failure (a bad file, setting or input) raises a subclass of :class:`ElmoMixError`
+whose message names the file, key or value at fault. The command line prints that message as one
+line and exits with status 1 (``--debug`` shows the traceback); the Python API raises it as is.
+"""
 
 
-class ElmoFileError(ValueError):
+class ElmoMixError(Exception):
+    """Base class of the package's expected failures: the message is for the user, as it stands."""
+
+
+class ElmoFileError(ElmoMixError, ValueError):
     """An ELMo options, weights or cache file is missing, unreadable or malformed."""
 
 
-class ElmoConfigError(ValueError):
+class ElmoConfigError(ElmoMixError, ValueError):
     """A component or weighting-scheme setting does not fit the model it is used with."""
+
+
+class ElmoInputError(ElmoMixError, ValueError):
+    """A value given by the user (a command-line option, a corpus, a data set) is invalid."""

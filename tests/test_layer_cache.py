@@ -221,7 +221,7 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     sentences = [[f"p{seed}", f"b{batch}", f"s{i}"] for seed in (1, 2) for batch in range(10) for i in range(5)]
     found = reader.get_many(sentences)
     assert all(layers is not None and layers.shape == (3, 3, WIDTH) for layers in found)
-    assert reader.stats.disk_entries == 100 and not list(tmp_path.rglob("*.tmp-*"))
+    assert reader.stats.disk_entries == 100 and not list(tmp_path.rglob("*.tmp"))
 
 
 def test_new_shards_are_started_and_the_newest_copy_wins(tmp_path):

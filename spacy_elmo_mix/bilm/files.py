@@ -1,11 +1,8 @@
-"""File helpers: resolving paths or URLs, and atomic writes."""
+"""File helpers: resolving paths or URLs."""
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Union
 
 from ..errors import ElmoFileError
 
@@ -36,25 +33,3 @@ def resolve_path(path_or_url: Union[str, Path], what: str = "ELMo file") -> Path
     if not path.is_file():
         raise ElmoFileError(f"{what} is not a file: {path}")
     return path
-
-
-@contextlib.contextmanager
-def atomic_write(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success it is renamed over ``path``.
-
-    On any error the temporary file is removed and ``path`` is left as it was.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

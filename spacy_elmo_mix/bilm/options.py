@@ -144,7 +144,7 @@ class BiLMOptions:
 
     def to_file(self, path: Union[str, Path]) -> None:
         """Write ``options.json`` atomically (temp file, then rename)."""
-        from .files import atomic_write
+        from ..atomic import atomic_write
 
         with atomic_write(Path(path)) as tmp:
             tmp.write_text(json.dumps(self.to_json_dict(), indent=2) + "\n", encoding="utf-8")

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..errors import ElmoFileError
-from .files import atomic_write
+from ..atomic import atomic_write
 from .modules import BiLM
 
 N_CHAR_ROWS = 261

@@ -297,7 +297,7 @@ class DiskTier:
 
     def _remove_stale_temporaries(self) -> None:
         """Temporary index files are only written under the lock: any seen while holding it is left by a crash."""
-        for path in self.directory.glob("shard-*.idx.tmp-*"):
+        for path in self.directory.glob(".shard-*.idx.*.tmp"):
             path.unlink(missing_ok=True)
 
     @contextlib.contextmanager

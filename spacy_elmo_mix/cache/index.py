@@ -14,13 +14,13 @@ new version, never a mix. A shard's index lists only entries whose bytes were wr
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import struct
 from pathlib import Path
 
 import numpy as np
+
+from ..atomic import atomic_write
 
 MAGIC = b"ELMOLCI1"
 HEADER = struct.Struct("<8sIIIIQ16s")
@@ -83,25 +83,7 @@ def write_index(path: Path, records: np.ndarray, width: int, n_layers_total: int
         MAGIC, width, n_layers_total, DTYPE_CODES[dtype_name], 0, len(records),
         hashlib.blake2b(body, digest_size=16).digest(),
     )
-    temporary = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(temporary, "wb") as handle:
+    with atomic_write(path, durable=True) as tmp:
+        with open(tmp, "wb") as handle:
             handle.write(header)
             handle.write(body)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    with contextlib.suppress(OSError):  # best effort: the new index is already in place
-        sync_directory(path.parent)
-
-
-def sync_directory(directory: Path) -> None:
-    """fsync a directory so that a rename in it survives a crash."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -8,7 +8,7 @@ from typing import Any, Dict, Union
 import numpy as np
 import torch
 
-from ..bilm.files import atomic_write
+from ..atomic import atomic_write
 from ..errors import ElmoFileError
 
 CHECKPOINT_NAME = "checkpoint.pt"

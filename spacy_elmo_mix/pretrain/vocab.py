@@ -11,7 +11,7 @@ from typing import List, Sequence, Union
 import numpy as np
 
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
-from ..bilm.files import atomic_write
+from ..atomic import atomic_write
 from .corpus import CorpusError
 
 UNK_TOKEN = "<UNK>"

@@ -45,7 +45,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import atomic_output, write_text_atomic
+from ..atomic import atomic_write, write_text_atomic
+from ..errors import ElmoFileError
 
 PathLike = Union[str, Path]
 RunKey = Tuple[str, str, int]
@@ -73,7 +74,7 @@ SEED_DIR = re.compile(r"^seed(\d+)$")
 # ----------------------------------------------------------------------------------------- loading
 
 
-class MetricsError(ValueError):
+class MetricsError(ElmoFileError):
     """A metrics.json is unreadable or lacks a key; the message names the file and key."""
 
 
@@ -496,7 +497,7 @@ def plot_scores(table: Table, path: PathLike, alpha: float) -> Path:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
-    with atomic_output(path) as tmp:
+    with atomic_write(path) as tmp:
         tmp.write_bytes(buffer.getvalue())
     return Path(path)
 

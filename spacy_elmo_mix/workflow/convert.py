@@ -35,7 +35,8 @@ from spacy.tokens import Doc, DocBin
 from spacy.training.iob_utils import biluo_tags_to_spans, iob_to_biluo
 from spacy.vocab import Vocab
 
-from . import atomic_output
+from ..atomic import atomic_write
+from ..errors import ElmoInputError
 
 PathLike = Union[str, Path]
 SCHEMES = ("auto", "iob1", "iob2")
@@ -44,7 +45,7 @@ SPAN_TAG = re.compile(r"^(O|[BI]-\S+)$")
 DOCSTART = "-DOCSTART-"
 
 
-class ConvertError(ValueError):
+class ConvertError(ElmoInputError):
     """A line of an input file is malformed; the message starts with ``file:line:``."""
 
 
@@ -284,7 +285,7 @@ def convert_file(
         stats.sentences += 1
         stats.tokens += len(sentence.words)
     stats.truncated = max_sentences is not None and next(sentences, None) is not None
-    with atomic_output(output_path) as tmp:
+    with atomic_write(output_path) as tmp:
         tmp.write_bytes(docbin.to_bytes())
     return stats
 

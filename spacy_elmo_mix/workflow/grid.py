@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from . import atomic_output
+from ..atomic import atomic_write
 
 PathLike = Union[str, Path]
 MakeCommand = Callable[[str, str, int, str], Sequence[str]]
@@ -223,9 +223,9 @@ def write_returned_files(run_dir: Path, log: bytes, files: Dict[str, bytes]) -> 
         target = (run_dir / name).resolve()
         if run_dir.resolve() not in target.parents:
             raise ValueError(f"{run_dir}: a remote job returned a file outside its folder: {name!r}")
-        with atomic_output(target) as tmp:
+        with atomic_write(target) as tmp:
             tmp.write_bytes(data)
-    with atomic_output(run_dir / "log.txt") as tmp:
+    with atomic_write(run_dir / "log.txt") as tmp:
         tmp.write_bytes(log)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Union
 
-from . import write_text_atomic
+from ..atomic import write_text_atomic
 
 PathLike = Union[str, Path]
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
