@@ -9,10 +9,18 @@ position and time step, so no work is done on padding. The input projection of e
 matrix product over all positions; the recurrence then touches only the rows still active. The
 backward LSTMs read each sentence reversed (a permutation of the packed rows), so both directions
 share one implementation. Every sentence starts from a zero state: results do not depend on batching.
+
+On a CPU with two or more torch threads, inference runs the forward and backward LSTM of a layer at
+the same time, each on one thread (:func:`run_directions`): the recurrent products of one direction
+(``[batch, projection] x [projection, 4 * dim]`` per step) are too small to keep two cores busy, two
+independent ones are not. Each direction then computes exactly what it computes alone on one
+thread (``tests/test_bilm_directions.py``).
 """
 from __future__ import annotations
 
-from typing import List, Optional
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -197,6 +205,8 @@ class BiLM(nn.Module):
         self.register_buffer("markers", markers, persistent=False)
         # Optional TokenVectorCache (set by ElmoEmbedder for a frozen model); used only without gradients.
         self.token_cache: Optional[TokenVectorCache] = None
+        # Run the two directions of a layer concurrently where that can pay (see run_directions).
+        self.concurrent_directions = True
 
     @property
     def n_output_layers(self) -> int:
@@ -222,9 +232,13 @@ class BiLM(nn.Module):
         reverse = _reversal_permutation(packed.batch_sizes, lengths.to("cpu", torch.int64) + 2).to(tokens.device)
         layers = [torch.cat([tokens, tokens], dim=-1)]
         forward_x, backward_x = tokens, tokens[reverse]
+        concurrent = self.concurrent_directions and _concurrency_pays(tokens)
         for k in range(top):
-            forward_out = self.stacks[0][k](forward_x, batch_sizes)
-            backward_out = self.stacks[1][k](backward_x, batch_sizes)
+            forward_out, backward_out = run_directions(
+                lambda: self.stacks[0][k](forward_x, batch_sizes),
+                lambda: self.stacks[1][k](backward_x, batch_sizes),
+                concurrent,
+            )
             if k > 0 and self.options.lstm.use_skip_connections:
                 forward_out = forward_out + forward_x
                 backward_out = backward_out + backward_x
@@ -292,6 +306,53 @@ class BiLM(nn.Module):
         ids[:, 0] = self.markers[0]
         ids[torch.arange(batch), lengths + 1] = self.markers[1]
         return pack_padded_sequence(ids, lengths + 2, batch_first=True, enforce_sorted=False)
+
+
+def _concurrency_pays(x: Tensor) -> bool:
+    """Concurrent directions need a CPU tensor, two or more torch threads, and no autograd graph
+    (autograd state is per thread; training keeps the sequential order)."""
+    return x.device.type == "cpu" and torch.get_num_threads() >= 2 and not torch.is_grad_enabled()
+
+
+_worker_lock = threading.Lock()
+_worker: Optional[ThreadPoolExecutor] = None
+
+
+def _direction_worker() -> ThreadPoolExecutor:
+    """The process's one worker thread for backward directions, created on first use (one torch thread)."""
+    global _worker
+    with _worker_lock:
+        if _worker is None:
+            _worker = ThreadPoolExecutor(1, thread_name_prefix="elmo-direction", initializer=torch.set_num_threads, initargs=(1,))
+        return _worker
+
+
+def run_directions(forward: Callable[[], Tensor], backward: Callable[[], Tensor], concurrent: bool) -> Tuple[Tensor, Tensor]:
+    """``(forward(), backward())``: in turn, or (``concurrent``) at the same time on two threads.
+
+    Concurrently, the calling thread runs ``forward`` and a worker thread ``backward``, each with one
+    torch thread (the caller's thread count is restored afterwards), and the worker enters the
+    caller's inference mode. Both functions must be independent and free of autograd.
+    """
+    if not concurrent:
+        return forward(), backward()
+    inference = torch.is_inference_mode_enabled()
+
+    def in_worker() -> Tensor:
+        with torch.inference_mode(inference), torch.no_grad():
+            return backward()
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        pending = _direction_worker().submit(in_worker)
+        try:
+            first = forward()
+        finally:
+            second = pending.result()
+    finally:
+        torch.set_num_threads(threads)
+    return first, second
 
 
 def _reversal_permutation(batch_sizes: Tensor, lengths: Tensor) -> Tensor:
