@@ -24,6 +24,7 @@ from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
+from .layers.bilm_model import settings
 from .layers.listener import DOC_ATTR, ElmoListener
 from .layers.scalar_mix import max_layer
 from .vector_hooks import install_vector_hooks
@@ -64,7 +65,7 @@ def install_extensions() -> None:
         Doc.set_extension(DOC_ATTR, default=None)
 
 
-@Language.factory("elmo", default_config=_default_config())
+@Language.factory("elmo", default_config=_default_config(), assigns=[f"doc._.{DOC_ATTR}", "doc.tensor"])
 def make_elmo(nlp: Language, name: str, model: Model, scheme: Model, set_tensor: bool) -> "Elmo":
     """Create the ``elmo`` component.
 
@@ -170,7 +171,7 @@ class Elmo(TrainablePipe):
         if not docs:
             return losses
         layers, bilm_backprop = self.compute_layers(docs, is_train=True)
-        frozen = self.model.attrs["frozen"]
+        frozen = settings(self.model)["frozen"]
         accumulated: List[Optional[List[Floats3d]]] = [None]
 
         def accumulate_gradient(d_layers: List[Floats3d]) -> None:

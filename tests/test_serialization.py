@@ -54,7 +54,7 @@ def test_disk_round_trip_needs_no_original_files(trained, tiny_model_files, tmp_
     fake.mkdir()
     for f in tiny_model_files:
         shutil.copy(f, fake / f.name)
-    nlp.get_pipe("elmo").model.attrs["options_file"] = str(fake / "options.json")
+    nlp.get_pipe("elmo").model.attrs["settings"]["options_file"] = str(fake / "options.json")
     nlp.to_disk(tmp_path / "pipeline")
     shutil.rmtree(fake)
     loaded = spacy.load(tmp_path / "pipeline")
