@@ -24,7 +24,7 @@ from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
-from .layers.bilm_model import settings
+from .layers.bilm_model import settings, use_cache
 from .layers.listener import DOC_ATTR, ElmoListener
 from .layers.scalar_mix import max_layer
 from .vector_hooks import install_vector_hooks
@@ -201,12 +201,32 @@ class Elmo(TrainablePipe):
     def get_loss(self, examples, scores) -> None:
         return None
 
-    def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None) -> None:
+    def initialize(
+        self,
+        get_examples: Callable[[], Iterable[Example]],
+        *,
+        nlp: Optional[Language] = None,
+        cache_dir: Optional[str] = None,
+        cache_memory_mb: Optional[float] = None,
+        cache_dtype: Optional[str] = None,
+    ) -> None:
         """Load the biLM files and size the scheme (checking its layers against the biLM's).
 
+        cache_dir, cache_memory_mb, cache_dtype: a layer cache for this process only (training:
+            set them in ``[initialize.components.elmo]``), replacing the model's cache settings
+            until the pipeline is loaded again; not saved with the pipeline. None: keep the
+            model's setting. Their meaning is that of the ``BiLM.v2`` settings of the same names.
         Listeners check their own schemes when their components initialize.
         """
         validate_get_examples(get_examples, "Elmo.initialize")
+        if (cache_dir, cache_memory_mb, cache_dtype) != (None, None, None):
+            current = settings(self.model)
+            use_cache(
+                self.model,
+                cache_dir if cache_dir is not None else current["cache_dir"],
+                cache_memory_mb if cache_memory_mb is not None else current["cache_memory_mb"],
+                cache_dtype if cache_dtype is not None else current["cache_dtype"],
+            )
         self.model.initialize()
         self.scheme.initialize(X=[self.layer_sample()])
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import spacy
 import torch
+from spacy.training import Example
 
 from spacy_elmo_mix.layers.bilm_model import get_bilm, layer_cache, settings
 
@@ -74,3 +75,35 @@ def test_factory_declares_what_it_assigns():
     from spacy.language import Language
 
     assert set(Language.get_factory_meta("elmo").assigns) == {"doc._.elmo_layers", "doc.tensor"}
+
+
+def test_training_cache_does_not_travel(tiny_model_files, data_dir, tmp_path, monkeypatch):
+    """A cache set in [initialize.components.elmo] serves training only: the saved pipeline, loaded
+    elsewhere, writes no cache folder and keeps no layers in memory."""
+    from elmo_testing import conll_examples, small_config
+
+    train_dir, elsewhere = tmp_path / "train", tmp_path / "elsewhere"
+    train_dir.mkdir(), elsewhere.mkdir()
+    monkeypatch.chdir(train_dir)
+    config = small_config("ner.cfg", *tiny_model_files, cache_memory_mb=0)
+    config["initialize"]["components"]["elmo"] = {"cache_dir": "traincache", "cache_memory_mb": 64, "cache_dtype": "float16"}
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    examples = conll_examples(data_dir / "conll2003" / "train.txt", 4, nlp)
+    nlp.initialize(lambda: examples)
+    nlp.update(examples)
+    assert any((train_dir / "traincache").iterdir())
+    nlp.to_disk(tmp_path / "pipeline")
+    monkeypatch.chdir(elsewhere)
+    loaded = spacy.load(tmp_path / "pipeline")
+    loaded("A sentence never seen in training .")
+    assert list(elsewhere.iterdir()) == []
+    assert layer_cache(loaded.get_pipe("elmo").model) is None
+    assert settings(loaded.get_pipe("elmo").model)["cache_dir"] is None
+
+
+def test_bad_training_cache_setting_fails(tiny_model_files):
+    nlp = spacy.blank("en")
+    options, weights = tiny_model_files
+    nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights)}})
+    with pytest.raises(ValueError, match="cache_dtype must be 'float16' or 'float32', got 'int8'"):
+        nlp.get_pipe("elmo").initialize(lambda: [Example(nlp.make_doc("a b"), nlp.make_doc("a b"))], nlp=nlp, cache_dtype="int8")

@@ -14,6 +14,8 @@ from typing import FrozenSet, Optional, Union
 
 import torch
 
+from ..errors import ElmoConfigError
+
 CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # x86-64 (/proc/cpuinfo)
 ARM_BF16_FLAGS = frozenset({"bf16"})  # aarch64 (/proc/cpuinfo "Features")
 _warned: set = set()
@@ -57,7 +59,7 @@ def resolve_compute_dtype(name: str, device: Union[str, torch.device] = "cpu", f
     flags: the CPU flags (default: read from ``/proc/cpuinfo``).
     """
     if name not in ("float32", "bfloat16", "auto"):
-        raise ValueError(f"compute dtype must be 'float32' (exact), 'bfloat16' or 'auto', got {name!r}")
+        raise ElmoConfigError(f"compute dtype must be 'float32' (exact), 'bfloat16' or 'auto', got {name!r}")
     if name == "float32":
         return torch.float32
     reason = native_bf16_reason(device, flags)

@@ -32,6 +32,7 @@ from spacy.tokens import Doc
 from thinc.api import ArgsKwargs, Model, deserialize_attr, serialize_attr
 from thinc.types import Floats3d
 
+from ..errors import ElmoConfigError
 from ..segmentation import doc_segments
 
 PLACEHOLDER = "placeholder"
@@ -74,16 +75,13 @@ def BiLMModel(
     import torch
 
     if (options_file is None) != (weight_file is None):
-        raise ValueError("give both options_file and weight_file, or neither (the embedded default model)")
-    if cache_dtype not in ("float16", "float32"):
-        raise ValueError(f"cache_dtype must be 'float16' or 'float32', got {cache_dtype!r}")
+        raise ElmoConfigError("give both options_file and weight_file, or neither (the embedded default model)")
+    _check_cache_settings(cache_memory_mb, cache_dtype)
     if compute_dtype not in COMPUTE_DTYPES:
-        raise ValueError(f"compute_dtype must be 'float32' (exact), 'bfloat16' or 'auto', got {compute_dtype!r}")
-    if isinstance(cache_memory_mb, bool) or not isinstance(cache_memory_mb, (int, float)) or cache_memory_mb < 0:
-        raise ValueError(f"cache_memory_mb must be a number >= 0, got {cache_memory_mb!r}")
+        raise ElmoConfigError(f"compute_dtype must be 'float32' (exact), 'bfloat16' or 'auto', got {compute_dtype!r}")
     for name, value in (("batch_size", batch_size), ("max_length", max_length)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            raise ElmoConfigError(f"{name} must be a positive integer, got {value!r}")
     shim = PyTorchShim(
         torch.nn.Module(), serialize_model=_serialize_bilm, deserialize_model=_deserialize_bilm
     )
@@ -111,6 +109,20 @@ def BiLMModel(
             "replace_listener_cfg": replace_listener_cfg,
         },
     )
+
+
+def _check_cache_settings(cache_memory_mb, cache_dtype: str) -> None:
+    if cache_dtype not in ("float16", "float32"):
+        raise ElmoConfigError(f"cache_dtype must be 'float16' or 'float32', got {cache_dtype!r}")
+    if isinstance(cache_memory_mb, bool) or not isinstance(cache_memory_mb, (int, float)) or cache_memory_mb < 0:
+        raise ElmoConfigError(f"cache_memory_mb must be a number >= 0, got {cache_memory_mb!r}")
+
+
+def use_cache(model: Model, cache_dir: Optional[str], cache_memory_mb: float, cache_dtype: str) -> None:
+    """Give ``model`` these layer cache settings from now on, in this process only (see the module
+    docstring for their meaning): they are not part of the pipeline's config or bytes."""
+    _check_cache_settings(cache_memory_mb, cache_dtype)
+    settings(model).update(cache_dir=None if cache_dir is None else str(cache_dir), cache_memory_mb=cache_memory_mb, cache_dtype=cache_dtype)
 
 
 def replace_listener(bilm_copy: Model, listener: Model, component) -> Model:
