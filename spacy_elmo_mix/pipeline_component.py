@@ -24,6 +24,8 @@ from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
+from .atomic import write_bytes_atomic
+from .errors import ElmoFileError
 from .layers.bilm_model import settings, use_cache
 from .layers.listener import DOC_ATTR, ElmoListener
 from .layers.scalar_mix import max_layer
@@ -250,7 +252,8 @@ class Elmo(TrainablePipe):
         return util.to_bytes({k: save for k, (save, _) in self._serializers(exclude).items()}, exclude)
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "Elmo":
-        util.from_bytes(bytes_data, {k: load for k, (_, load) in self._serializers(exclude).items()}, exclude)
+        loaders = {k: _checked(load, f"the serialized elmo component ({k})") for k, (_, load) in self._serializers(exclude).items()}
+        _checked(lambda b: util.from_bytes(b, loaders, exclude), "the serialized elmo component")(bytes_data)
         return self
 
     def to_disk(self, path, *, exclude=tuple()) -> None:
@@ -258,14 +261,41 @@ class Elmo(TrainablePipe):
         util.to_disk(path, {k: _writer(save) for k, (save, _) in serializers.items()}, exclude)
 
     def from_disk(self, path, *, exclude=tuple()) -> "Elmo":
+        """Load what ``to_disk`` wrote; a missing, empty or damaged file raises
+        :class:`~spacy_elmo_mix.errors.ElmoFileError` naming it (the biLM's weights carry a checksum)."""
         serializers = self._serializers(exclude)
         util.from_disk(path, {k: _reader(load) for k, (_, load) in serializers.items()}, exclude)
         return self
 
 
 def _writer(save: Callable[[], bytes]) -> Callable:
-    return lambda p: Path(p).write_bytes(save())
+    return lambda p: write_bytes_atomic(p, save())
 
 
 def _reader(load: Callable[[bytes], object]) -> Callable:
-    return lambda p: load(Path(p).read_bytes())
+    def read(path) -> None:
+        path = Path(path)
+        if not path.is_file():
+            raise ElmoFileError(f"{path} is missing: the saved elmo component is incomplete")
+        data = path.read_bytes()
+        if not data:
+            raise ElmoFileError(f"{path} is empty: the saved elmo component is damaged")
+        _checked(load, str(path))(data)
+
+    return read
+
+
+def _checked(load: Callable[[bytes], object], where: str) -> Callable[[bytes], object]:
+    """``load``, turning any failure on damaged data into an ElmoFileError naming ``where``."""
+
+    def run(data: bytes):
+        try:
+            return load(data)
+        except ElmoFileError as exc:
+            if where in str(exc):
+                raise
+            raise ElmoFileError(f"{where}: {exc}") from exc
+        except Exception as exc:
+            raise ElmoFileError(f"{where} is damaged or not a saved elmo component ({type(exc).__name__}: {exc})") from exc
+
+    return run

@@ -23,6 +23,7 @@ Dims: ``nO`` = layer width, set when the biLM is loaded; attr ``n_layers`` = lay
 """
 from __future__ import annotations
 
+import hashlib
 import weakref
 from typing import Callable, List, Optional, Tuple
 
@@ -32,7 +33,7 @@ from spacy.tokens import Doc
 from thinc.api import ArgsKwargs, Model, deserialize_attr, serialize_attr
 from thinc.types import Floats3d
 
-from ..errors import ElmoConfigError
+from ..errors import ElmoConfigError, ElmoFileError
 from ..segmentation import doc_segments
 
 PLACEHOLDER = "placeholder"
@@ -291,12 +292,21 @@ def _assemble(model: Model, docs, segments, arrays) -> List[Floats3d]:
 
 
 def _serialize_bilm(module) -> bytes:
+    """The biLM's options and weights, with a checksum of both (verified by ``_deserialize_bilm``)."""
     from ..bilm.modules import BiLM
     from thinc.shims.pytorch import default_serialize_torch_model
 
     if not isinstance(module, BiLM):
         return srsly.msgpack_dumps({"options": None, "state": b""})
-    return srsly.msgpack_dumps({"options": module.options.to_json_dict(), "state": default_serialize_torch_model(module)})
+    options = module.options.to_json_dict()
+    state = default_serialize_torch_model(module)
+    return srsly.msgpack_dumps({"options": options, "state": state, "blake2b": _checksum(options, state)})
+
+
+def _checksum(options: dict, state: bytes) -> str:
+    digest = hashlib.blake2b(srsly.json_dumps(options, sort_keys=True).encode("utf8"), digest_size=32)
+    digest.update(state)
+    return digest.hexdigest()
 
 
 def _deserialize_bilm(module, data: bytes, device):
@@ -308,5 +318,8 @@ def _deserialize_bilm(module, data: bytes, device):
     msg = srsly.msgpack_loads(data)
     if msg["options"] is None:
         return module
+    # Pipelines saved before the checksum existed have none; any saved since must match it.
+    if "blake2b" in msg and msg["blake2b"] != _checksum(msg["options"], msg["state"]):
+        raise ElmoFileError("the biLM's weights are damaged (checksum mismatch)")
     bilm = BiLM(BiLMOptions.from_dict(msg["options"], source="the serialized pipeline"))
     return default_deserialize_torch_model(bilm, msg["state"], device)
