@@ -43,7 +43,7 @@ frozen = true
 batch_size = 64
 max_length = 256
 cache_dir = null
-cache_memory_mb = 512
+cache_memory_mb = 0
 cache_dtype = "float32"
 compute_dtype = "float32"
 

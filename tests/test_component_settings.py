@@ -107,3 +107,10 @@ def test_bad_training_cache_setting_fails(tiny_model_files):
     nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights)}})
     with pytest.raises(ValueError, match="cache_dtype must be 'float16' or 'float32', got 'int8'"):
         nlp.get_pipe("elmo").initialize(lambda: [Example(nlp.make_doc("a b"), nlp.make_doc("a b"))], nlp=nlp, cache_dtype="int8")
+
+
+def test_no_layer_cache_by_default(tiny_model_files):
+    """At inference the memory cache is off unless asked for (see README, "The layer cache")."""
+    model = elmo_only_nlp(tiny_model_files).get_pipe("elmo").model
+    assert settings(model)["cache_memory_mb"] == 0 and settings(model)["cache_dir"] is None
+    assert layer_cache(model) is None
