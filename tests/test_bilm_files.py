@@ -233,3 +233,25 @@ def test_download_limits_leave_cached_path_as_it_was():
     with _bounded_http(1.0):
         assert schemes._SCHEME_TO_CLIENT["https"] is not before["https"]
     assert schemes._SCHEME_TO_CLIENT == before
+
+
+@pytest.mark.parametrize(
+    "section, key, value, unused",
+    [
+        ("char_cnn", "n_highway", 1, "CNN_high_1/W_carry, CNN_high_1/W_transform, CNN_high_1/b_carry, CNN_high_1/b_transform"),
+        ("lstm", "n_layers", 1, "RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/B"),
+    ],
+)
+def test_weights_the_options_do_not_use_are_named(tiny_model_files, fixture_options, tmp_path, section, key, value, unused):
+    """A weights file with more highway (or LSTM) layers than options.json says loaded and ignored them."""
+    options = tmp_path / "options.json"
+    options.write_text(json.dumps(nested_update(fixture_options, section, key, value)), encoding="utf-8")
+    with pytest.raises(ElmoFileError, match=re.escape(unused)) as error:
+        load_bilm(options, tiny_model_files[1])
+    assert "options do not use" in str(error.value) and str(tiny_model_files[1]) in str(error.value)
+
+
+def test_other_unused_datasets_warn(fixture_options, fixture_arrays, tmp_path):
+    options, weights = write_model(tmp_path / "extra", fixture_options, {**fixture_arrays, "softmax/W": np.zeros((2, 2), np.float32)})
+    with pytest.warns(UserWarning, match="ignoring datasets that are not part of the biLM: softmax/W"):
+        load_bilm(options, weights)
