@@ -36,7 +36,7 @@ DEFAULT_CONFIG_STR = """
 set_tensor = true
 
 [elmo.model]
-@architectures = "spacy-elmo-mix.BiLM.v2"
+@architectures = "spacy-elmo-mix.BiLM.v3"
 options_file = null
 weight_file = null
 frozen = true
@@ -71,7 +71,7 @@ def install_extensions() -> None:
 def make_elmo(nlp: Language, name: str, model: Model, scheme: Model, set_tensor: bool) -> "Elmo":
     """Create the ``elmo`` component.
 
-    model: the biLM (``spacy-elmo-mix.BiLM.v2``: its files, ``frozen``, batching, cache, precision).
+    model: the biLM (``spacy-elmo-mix.BiLM.v3``: its files, ``frozen``, batching, cache, precision).
     scheme: the fixed weighting scheme for ``doc.tensor`` (default: average of all layers); it is
         not trained by this component.
     set_tensor: write the scheme's vectors to ``doc.tensor``.
@@ -217,7 +217,7 @@ class Elmo(TrainablePipe):
         cache_dir, cache_memory_mb, cache_dtype: a layer cache for this process only (training:
             set them in ``[initialize.components.elmo]``), replacing the model's cache settings
             until the pipeline is loaded again; not saved with the pipeline. None: keep the
-            model's setting. Their meaning is that of the ``BiLM.v2`` settings of the same names.
+            model's setting. Their meaning is that of the ``BiLM.v3`` settings of the same names.
         Listeners check their own schemes when their components initialize.
         """
         validate_get_examples(get_examples, "Elmo.initialize")

@@ -114,3 +114,19 @@ def test_no_layer_cache_by_default(tiny_model_files):
     model = elmo_only_nlp(tiny_model_files).get_pipe("elmo").model
     assert settings(model)["cache_memory_mb"] == 0 and settings(model)["cache_dir"] is None
     assert layer_cache(model) is None
+
+
+def test_bilm_v2_keeps_its_released_behaviour():
+    """v2 keeps its 512 MiB default and knows no 'auto' (v3 added it); the factory uses v3."""
+    import inspect
+
+    from spacy.util import registry
+
+    from spacy_elmo_mix.errors import ElmoConfigError
+
+    v2, v3 = registry.architectures.get("spacy-elmo-mix.BiLM.v2"), registry.architectures.get("spacy-elmo-mix.BiLM.v3")
+    assert inspect.signature(v2).parameters["cache_memory_mb"].default == 512
+    assert inspect.signature(v3).parameters["cache_memory_mb"].default == 0
+    with pytest.raises(ElmoConfigError, match="'auto' needs BiLM.v3"):
+        v2(compute_dtype="auto")
+    assert settings(v3(compute_dtype="auto"))["compute_dtype"] == "auto"
