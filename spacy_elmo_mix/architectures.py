@@ -1,8 +1,9 @@
 """Registered, versioned builders. A released name is never edited: changes get a new version.
 
 Architectures (``@architectures``):
-- ``spacy-elmo-mix.BiLM.v2``: the biLM of the ``elmo`` component (files, frozen, batching, cache,
-  compute precision); ``BiLM.v1`` is v2 without the precision setting (always float32).
+- ``spacy-elmo-mix.BiLM.v3``: the biLM of the ``elmo`` component (files, frozen, batching, cache,
+  compute precision); ``BiLM.v2`` is v3 with a 512 MiB memory cache by default and no ``auto``
+  precision; ``BiLM.v1`` is v2 without the precision setting (always float32).
 - ``spacy-elmo-mix.ElmoListener.v1``: a component's own mix of the shared component's layers.
 - ``spacy-elmo-mix.ElmoInline.v1``: a biLM inside the component's own model (no shared component).
 - ``spacy-elmo-mix.ElmoTok2Vec.v1``: ELMo vectors (optionally with spaCy's hash embeddings), a
@@ -19,9 +20,52 @@ from spacy.util import registry
 from thinc.api import Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Floats3d
 
+from .errors import ElmoConfigError
 from .layers import bilm_model, scalar_mix
 from .layers.inline import ElmoInline
 from .layers.listener import ElmoListener
+
+
+@registry.architectures("spacy-elmo-mix.BiLM.v3")
+def build_bilm_v3(
+    options_file: Optional[str] = None,
+    weight_file: Optional[str] = None,
+    frozen: bool = True,
+    batch_size: int = 64,
+    max_length: int = 256,
+    cache_dir: Optional[str] = None,
+    cache_memory_mb: float = 0,
+    cache_dtype: str = "float32",
+    compute_dtype: str = "float32",
+) -> Model[List[Doc], List[Floats3d]]:
+    """The ELMo biLM as a thinc model: docs -> ``[k + 1, n_tokens, width]`` arrays.
+
+    Every setting takes effect as given when the pipeline is built or loaded (``spacy.load(path,
+    config=...)``); the saved pipeline only supplies the biLM's options and weights.
+
+    options_file, weight_file: ``options.json`` and ``weights.hdf5`` (paths or URLs), read at
+        ``initialize`` and then stored inside the pipeline; both null: the embedded default model.
+    frozen: keep the biLM's weights fixed (no backward pass through it); false fine-tunes it.
+    batch_size: sentences per biLM call.
+    max_length: longest sequence, in tokens; longer sentences (or docs without sentence
+        boundaries) are cut into windows of this length.
+    cache_dir: a folder for the on-disk layer cache of a frozen biLM (shared between runs and
+        processes; precompute it with ``python -m spacy_elmo_mix cache``); null: memory only. For
+        training only, set it in ``[initialize.components.elmo]`` instead (not saved).
+    cache_memory_mb: memory budget of the in-memory layer cache (LRU); 0 (default: no hits on
+        unique texts, see README "The layer cache") with no cache_dir disables caching.
+    cache_dtype: ``float32`` (exact, default) or ``float16`` (half the space; relative rounding
+        <= 4.9e-4, the cache command's default).
+    compute_dtype: ``float32`` (exact, default), ``bfloat16``: the char-CNN's convolutions and
+        all matrix products in bfloat16 (biases, gating, the LSTM cell state and the outputs stay
+        float32; at most 0.6% of the largest output off float32 on trained models, see
+        ``tests/test_bilm_bfloat16.py``; warns once on hardware without native bf16), or ``auto``:
+        bfloat16 only where the hardware runs it natively (``bilm.precision``). Cached layers are
+        kept apart per precision.
+    """
+    return bilm_model.BiLMModel(
+        options_file, weight_file, frozen, batch_size, max_length, cache_dir, cache_memory_mb, cache_dtype, compute_dtype
+    )
 
 
 @registry.architectures("spacy-elmo-mix.BiLM.v2")
@@ -36,29 +80,11 @@ def build_bilm_v2(
     cache_dtype: str = "float32",
     compute_dtype: str = "float32",
 ) -> Model[List[Doc], List[Floats3d]]:
-    """The ELMo biLM as a thinc model: docs -> ``[k + 1, n_tokens, width]`` arrays.
-
-    options_file, weight_file: ``options.json`` and ``weights.hdf5`` (paths or URLs), read at
-        ``initialize`` and then stored inside the pipeline; both null: the embedded default model.
-    frozen: keep the biLM's weights fixed (no backward pass through it); false fine-tunes it.
-    batch_size: sentences per biLM call.
-    max_length: longest sequence, in tokens; longer sentences (or docs without sentence
-        boundaries) are cut into windows of this length.
-    cache_dir: a folder for the on-disk layer cache of a frozen biLM (shared between runs and
-        processes; precompute it with ``python -m spacy_elmo_mix cache``); null: memory only.
-    cache_memory_mb: memory budget of the in-memory layer cache (LRU); 0 with no cache_dir
-        disables caching. With the cache, epochs after the first do no biLM work.
-    cache_dtype: ``float32`` (exact, default) or ``float16`` (half the space; relative rounding
-        <= 4.9e-4, the cache command's default).
-    compute_dtype: ``float32`` (exact, default) or ``bfloat16``: the char-CNN's convolutions and
-        all matrix products in bfloat16 (for CPUs with bf16 matrix units and GPUs; biases, gating,
-        the LSTM cell state and the outputs stay float32; at most 0.6% of the largest output off
-        float32 on trained models, see ``tests/test_bilm_bfloat16.py``). Cached layers are kept
-        apart per precision.
-    """
-    return bilm_model.BiLMModel(
-        options_file, weight_file, frozen, batch_size, max_length, cache_dir, cache_memory_mb, cache_dtype, compute_dtype
-    )
+    """``spacy-elmo-mix.BiLM.v3`` with a 512 MiB memory cache by default and ``compute_dtype``
+    ``float32`` or ``bfloat16`` only (no ``auto``); the parameters mean the same as there."""
+    if compute_dtype not in ("float32", "bfloat16"):
+        raise ElmoConfigError(f"compute_dtype must be 'float32' (exact) or 'bfloat16' in BiLM.v2 ('auto' needs BiLM.v3), got {compute_dtype!r}")
+    return build_bilm_v3(options_file, weight_file, frozen, batch_size, max_length, cache_dir, cache_memory_mb, cache_dtype, compute_dtype)
 
 
 @registry.architectures("spacy-elmo-mix.BiLM.v1")
@@ -91,7 +117,7 @@ def build_listener(mixer: Model[List[Floats3d], List[Floats2d]], upstream: str =
 def build_inline(bilm: Model[List[Doc], List[Floats3d]], mixer: Model[List[Floats3d], List[Floats2d]]) -> Model[List[Doc], List[Floats2d]]:
     """A biLM owned by this component, combined by ``mixer``; only the layers it needs are computed.
 
-    bilm: a ``spacy-elmo-mix.BiLM.v2`` (or ``.v1``) block. mixer: the weighting scheme.
+    bilm: a ``spacy-elmo-mix.BiLM.v3`` (or ``.v2``, ``.v1``) block. mixer: the weighting scheme.
     """
     return ElmoInline(bilm, mixer)
 

@@ -24,6 +24,9 @@ from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
+from .atomic import write_bytes_atomic
+from .errors import ElmoFileError
+from .layers.bilm_model import settings, use_cache
 from .layers.listener import DOC_ATTR, ElmoListener
 from .layers.scalar_mix import max_layer
 from .vector_hooks import install_vector_hooks
@@ -33,14 +36,14 @@ DEFAULT_CONFIG_STR = """
 set_tensor = true
 
 [elmo.model]
-@architectures = "spacy-elmo-mix.BiLM.v2"
+@architectures = "spacy-elmo-mix.BiLM.v3"
 options_file = null
 weight_file = null
 frozen = true
 batch_size = 64
 max_length = 256
 cache_dir = null
-cache_memory_mb = 512
+cache_memory_mb = 0
 cache_dtype = "float32"
 compute_dtype = "float32"
 
@@ -64,11 +67,11 @@ def install_extensions() -> None:
         Doc.set_extension(DOC_ATTR, default=None)
 
 
-@Language.factory("elmo", default_config=_default_config())
+@Language.factory("elmo", default_config=_default_config(), assigns=[f"doc._.{DOC_ATTR}", "doc.tensor"])
 def make_elmo(nlp: Language, name: str, model: Model, scheme: Model, set_tensor: bool) -> "Elmo":
     """Create the ``elmo`` component.
 
-    model: the biLM (``spacy-elmo-mix.BiLM.v2``: its files, ``frozen``, batching, cache, precision).
+    model: the biLM (``spacy-elmo-mix.BiLM.v3``: its files, ``frozen``, batching, cache, precision).
     scheme: the fixed weighting scheme for ``doc.tensor`` (default: average of all layers); it is
         not trained by this component.
     set_tensor: write the scheme's vectors to ``doc.tensor``.
@@ -170,7 +173,7 @@ class Elmo(TrainablePipe):
         if not docs:
             return losses
         layers, bilm_backprop = self.compute_layers(docs, is_train=True)
-        frozen = self.model.attrs["frozen"]
+        frozen = settings(self.model)["frozen"]
         accumulated: List[Optional[List[Floats3d]]] = [None]
 
         def accumulate_gradient(d_layers: List[Floats3d]) -> None:
@@ -200,12 +203,32 @@ class Elmo(TrainablePipe):
     def get_loss(self, examples, scores) -> None:
         return None
 
-    def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None) -> None:
+    def initialize(
+        self,
+        get_examples: Callable[[], Iterable[Example]],
+        *,
+        nlp: Optional[Language] = None,
+        cache_dir: Optional[str] = None,
+        cache_memory_mb: Optional[float] = None,
+        cache_dtype: Optional[str] = None,
+    ) -> None:
         """Load the biLM files and size the scheme (checking its layers against the biLM's).
 
+        cache_dir, cache_memory_mb, cache_dtype: a layer cache for this process only (training:
+            set them in ``[initialize.components.elmo]``), replacing the model's cache settings
+            until the pipeline is loaded again; not saved with the pipeline. None: keep the
+            model's setting. Their meaning is that of the ``BiLM.v3`` settings of the same names.
         Listeners check their own schemes when their components initialize.
         """
         validate_get_examples(get_examples, "Elmo.initialize")
+        if (cache_dir, cache_memory_mb, cache_dtype) != (None, None, None):
+            current = settings(self.model)
+            use_cache(
+                self.model,
+                cache_dir if cache_dir is not None else current["cache_dir"],
+                cache_memory_mb if cache_memory_mb is not None else current["cache_memory_mb"],
+                cache_dtype if cache_dtype is not None else current["cache_dtype"],
+            )
         self.model.initialize()
         self.scheme.initialize(X=[self.layer_sample()])
 
@@ -229,7 +252,8 @@ class Elmo(TrainablePipe):
         return util.to_bytes({k: save for k, (save, _) in self._serializers(exclude).items()}, exclude)
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "Elmo":
-        util.from_bytes(bytes_data, {k: load for k, (_, load) in self._serializers(exclude).items()}, exclude)
+        loaders = {k: _checked(load, f"the serialized elmo component ({k})") for k, (_, load) in self._serializers(exclude).items()}
+        _checked(lambda b: util.from_bytes(b, loaders, exclude), "the serialized elmo component")(bytes_data)
         return self
 
     def to_disk(self, path, *, exclude=tuple()) -> None:
@@ -237,14 +261,41 @@ class Elmo(TrainablePipe):
         util.to_disk(path, {k: _writer(save) for k, (save, _) in serializers.items()}, exclude)
 
     def from_disk(self, path, *, exclude=tuple()) -> "Elmo":
+        """Load what ``to_disk`` wrote; a missing, empty or damaged file raises
+        :class:`~spacy_elmo_mix.errors.ElmoFileError` naming it (the biLM's weights carry a checksum)."""
         serializers = self._serializers(exclude)
         util.from_disk(path, {k: _reader(load) for k, (_, load) in serializers.items()}, exclude)
         return self
 
 
 def _writer(save: Callable[[], bytes]) -> Callable:
-    return lambda p: Path(p).write_bytes(save())
+    return lambda p: write_bytes_atomic(p, save())
 
 
 def _reader(load: Callable[[bytes], object]) -> Callable:
-    return lambda p: load(Path(p).read_bytes())
+    def read(path) -> None:
+        path = Path(path)
+        if not path.is_file():
+            raise ElmoFileError(f"{path} is missing: the saved elmo component is incomplete")
+        data = path.read_bytes()
+        if not data:
+            raise ElmoFileError(f"{path} is empty: the saved elmo component is damaged")
+        _checked(load, str(path))(data)
+
+    return read
+
+
+def _checked(load: Callable[[bytes], object], where: str) -> Callable[[bytes], object]:
+    """``load``, turning any failure on damaged data into an ElmoFileError naming ``where``."""
+
+    def run(data: bytes):
+        try:
+            return load(data)
+        except ElmoFileError as exc:
+            if where in str(exc):
+                raise
+            raise ElmoFileError(f"{where}: {exc}") from exc
+        except Exception as exc:
+            raise ElmoFileError(f"{where} is damaged or not a saved elmo component ({type(exc).__name__}: {exc})") from exc
+
+    return run

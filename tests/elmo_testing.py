@@ -46,7 +46,7 @@ def elmo_only_nlp(model_files, scheme: Optional[dict] = None, **model_config) ->
     """An initialized blank English pipeline with only the elmo component on ``model_files``.
 
     scheme: the component's scheme block (default: its fixed average); model_config: more settings
-    of its ``spacy-elmo-mix.BiLM.v2`` block (``frozen``, ``cache_dir``, ``compute_dtype`` ...).
+    of its ``spacy-elmo-mix.BiLM.v3`` block (``frozen``, ``cache_dir``, ``compute_dtype`` ...).
     """
     options, weights = model_files
     config = {"model": {"options_file": str(options), "weight_file": str(weights), **model_config}}

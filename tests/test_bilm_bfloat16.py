@@ -67,7 +67,7 @@ def test_component_compute_dtype(tiny_model_files, tmp_path):
 def test_component_bad_compute_dtype(tiny_model_files):
     from elmo_testing import elmo_only_nlp
 
-    with pytest.raises(ValueError, match="compute_dtype must be 'float32' \\(exact\\) or 'bfloat16', got 'float16'"):
+    with pytest.raises(ValueError, match="compute_dtype must be 'float32' \\(exact\\), 'bfloat16' or 'auto', got 'float16'"):
         elmo_only_nlp(tiny_model_files, compute_dtype="float16")
 
 
@@ -97,3 +97,65 @@ def test_kept_bfloat16_weights_follow_weight_changes(tiny_model_files):
     fresh.model.load_state_dict(embedder.model.state_dict())
     np.testing.assert_array_equal(after, fresh.embed_sentence(SENTENCES[0]))
     assert not np.array_equal(after, before)
+
+
+FAKE_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx2 {extra}\n"
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [("avx512f avx512_bf16", torch.bfloat16), ("amx_bf16 amx_tile", torch.bfloat16), ("avx512f avx512_vnni", torch.float32), ("", torch.float32)],
+)
+def test_auto_follows_cpu_flags(tmp_path, extra, expected):
+    """``auto`` is bfloat16 exactly where the (faked) CPU flags promise native bf16 units."""
+    from spacy_elmo_mix.bilm.precision import cpu_flags, resolve_compute_dtype
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(FAKE_CPUINFO.format(extra=extra))
+    assert resolve_compute_dtype("auto", "cpu", cpu_flags(cpuinfo)) == expected
+    assert resolve_compute_dtype("float32", "cpu", cpu_flags(cpuinfo)) == torch.float32
+
+
+def test_aarch64_bf16_feature_counts(tmp_path):
+    from spacy_elmo_mix.bilm.precision import cpu_flags, resolve_compute_dtype
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n")
+    assert resolve_compute_dtype("auto", "cpu", cpu_flags(cpuinfo)) == torch.bfloat16
+
+
+def test_explicit_bfloat16_without_native_support_warns_once(monkeypatch):
+    from spacy_elmo_mix.bilm import precision
+
+    monkeypatch.setattr(precision, "_warned", set())
+    with pytest.warns(UserWarning, match="no native bfloat16 units"):
+        assert precision.resolve_compute_dtype("bfloat16", "cpu", frozenset({"avx2"})) == torch.bfloat16
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert precision.resolve_compute_dtype("bfloat16", "cpu", frozenset({"avx2"})) == torch.bfloat16
+        assert precision.resolve_compute_dtype("bfloat16", "cpu", frozenset({"avx512_bf16"})) == torch.bfloat16
+
+
+def test_auto_on_this_machine(tiny_model_files):
+    """Here (and on any CPU without avx512_bf16/amx_bf16/bf16) ``auto`` computes in float32: the same
+    vectors as the default; where the CPU has them it is bfloat16."""
+    from spacy_elmo_mix.bilm.precision import cpu_flags
+
+    native = bool(cpu_flags() & {"avx512_bf16", "amx_bf16", "bf16"})
+    auto = ElmoEmbedder(*tiny_model_files, dtype="auto")
+    assert auto.model.compute_dtype == (torch.bfloat16 if native else torch.float32)
+    if not native:
+        exact = ElmoEmbedder(*tiny_model_files)
+        np.testing.assert_array_equal(auto.embed_sentence(SENTENCES[0]), exact.embed_sentence(SENTENCES[0]))
+
+
+def test_component_auto_compute_dtype(tiny_model_files):
+    from spacy_elmo_mix.bilm.precision import resolve_compute_dtype
+    from spacy_elmo_mix.layers.bilm_model import get_bilm
+
+    from elmo_testing import elmo_only_nlp
+
+    nlp = elmo_only_nlp(tiny_model_files, compute_dtype="auto", cache_memory_mb=0)
+    assert get_bilm(nlp.get_pipe("elmo").model).compute_dtype == resolve_compute_dtype("auto")

@@ -172,3 +172,86 @@ def test_random_weights_when_no_weight_file(tiny_model_files):
     """``weight_file=None`` builds the architecture with random weights (for pretraining)."""
     model = load_bilm(tiny_model_files[0], None)
     assert model.options.lstm.dim == 64 and not model.training
+
+
+@pytest.fixture
+def silent_server():
+    """A local http address whose server accepts connections and never answers."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/weights.hdf5"
+    server.close()
+
+
+def test_silent_server_times_out(silent_server, tmp_path, monkeypatch):
+    """Without a read timeout this call never returned; with 1 s and one retry it fails in ~2 s."""
+    import time
+
+    from spacy_elmo_mix.bilm.files import resolve_path
+
+    monkeypatch.setattr("cached_path.common.CACHE_DIRECTORY", tmp_path / "cache")
+    start = time.monotonic()
+    with pytest.raises(ElmoFileError, match=re.escape(silent_server)):
+        resolve_path(silent_server, timeout=1)
+    assert time.monotonic() - start < 30
+
+
+def test_timeout_from_environment(silent_server, tmp_path, monkeypatch):
+    from spacy_elmo_mix.bilm.files import download_timeout, resolve_path
+    from spacy_elmo_mix.errors import ElmoConfigError
+
+    monkeypatch.setattr("cached_path.common.CACHE_DIRECTORY", tmp_path / "cache")
+    monkeypatch.setenv("SPACY_ELMO_MIX_DOWNLOAD_TIMEOUT", "0.5")
+    assert download_timeout() == 0.5 and download_timeout(3) == 3.0
+    with pytest.raises(ElmoFileError, match="Read ?timed out|timed out|Timeout"):
+        resolve_path(silent_server)
+    monkeypatch.setenv("SPACY_ELMO_MIX_DOWNLOAD_TIMEOUT", "soon")
+    with pytest.raises(ElmoConfigError, match="SPACY_ELMO_MIX_DOWNLOAD_TIMEOUT must be a positive number of seconds, got 'soon'"):
+        resolve_path(silent_server)
+
+
+def test_unresolvable_host_fails_fast(tiny_model_files, tmp_path, monkeypatch):
+    """Failed after 30-36 s (five retries with backoff, twice); now one short retry."""
+    import time
+
+    monkeypatch.setattr("cached_path.common.CACHE_DIRECTORY", tmp_path / "cache")
+    start = time.monotonic()
+    with pytest.raises(ElmoFileError, match=re.escape("http://nonexistent.invalid/x")):
+        ElmoEmbedder(tiny_model_files[0], "http://nonexistent.invalid/x")
+    assert time.monotonic() - start < 10
+
+
+def test_download_limits_leave_cached_path_as_it_was():
+    from cached_path import schemes
+
+    from spacy_elmo_mix.bilm.files import _bounded_http
+
+    before = dict(schemes._SCHEME_TO_CLIENT)
+    with _bounded_http(1.0):
+        assert schemes._SCHEME_TO_CLIENT["https"] is not before["https"]
+    assert schemes._SCHEME_TO_CLIENT == before
+
+
+@pytest.mark.parametrize(
+    "section, key, value, unused",
+    [
+        ("char_cnn", "n_highway", 1, "CNN_high_1/W_carry, CNN_high_1/W_transform, CNN_high_1/b_carry, CNN_high_1/b_transform"),
+        ("lstm", "n_layers", 1, "RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/B"),
+    ],
+)
+def test_weights_the_options_do_not_use_are_named(tiny_model_files, fixture_options, tmp_path, section, key, value, unused):
+    """A weights file with more highway (or LSTM) layers than options.json says loaded and ignored them."""
+    options = tmp_path / "options.json"
+    options.write_text(json.dumps(nested_update(fixture_options, section, key, value)), encoding="utf-8")
+    with pytest.raises(ElmoFileError, match=re.escape(unused)) as error:
+        load_bilm(options, tiny_model_files[1])
+    assert "options do not use" in str(error.value) and str(tiny_model_files[1]) in str(error.value)
+
+
+def test_other_unused_datasets_warn(fixture_options, fixture_arrays, tmp_path):
+    options, weights = write_model(tmp_path / "extra", fixture_options, {**fixture_arrays, "softmax/W": np.zeros((2, 2), np.float32)})
+    with pytest.warns(UserWarning, match="ignoring datasets that are not part of the biLM: softmax/W"):
+        load_bilm(options, weights)

@@ -71,7 +71,7 @@ def test_long_doc_without_sentences_is_windowed(elmo_nlp):
     words = ["word"] * 10_000
     doc = elmo_nlp(Doc(elmo_nlp.vocab, words=words))
     assert doc._.elmo_layers.shape == (3, 10_000, 32)
-    window = elmo_nlp.get_pipe("elmo").model.attrs["max_length"]
+    window = elmo_nlp.get_pipe("elmo").model.attrs["settings"]["max_length"]
     # Each window starts from a zero state: the first token of every window looks the same.
     np.testing.assert_allclose(doc._.elmo_layers[:, 0], doc._.elmo_layers[:, window], atol=1e-6)
 

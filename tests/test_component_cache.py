@@ -14,7 +14,8 @@ TEXTS = ["The cat sat on the mat .", "Peter lives in Berlin .", "A third , longe
 
 
 def _nlp(tiny_model_files, **model_config):
-    return elmo_only_nlp(tiny_model_files, **model_config)
+    """The elmo component with a 512 MiB memory cache unless ``model_config`` says otherwise."""
+    return elmo_only_nlp(tiny_model_files, **{"cache_memory_mb": 512, **model_config})
 
 
 @pytest.fixture

@@ -49,14 +49,13 @@ def test_bytes_round_trip_after_initialize(trained):
 
 def test_disk_round_trip_needs_no_original_files(trained, tiny_model_files, tmp_path):
     nlp, texts = trained
-    # Point the config at files that do not exist: loading must not read them.
+    # The saved config points at files that no longer exist: loading must not read them.
     fake = tmp_path / "gone"
-    fake.mkdir()
-    for f in tiny_model_files:
-        shutil.copy(f, fake / f.name)
-    nlp.get_pipe("elmo").model.attrs["options_file"] = str(fake / "options.json")
     nlp.to_disk(tmp_path / "pipeline")
-    shutil.rmtree(fake)
+    config = spacy.util.load_config(tmp_path / "pipeline" / "config.cfg", interpolate=False)
+    config["components"]["elmo"]["model"]["options_file"] = str(fake / "options.json")
+    config["components"]["elmo"]["model"]["weight_file"] = str(fake / "weights.hdf5")
+    config.to_disk(tmp_path / "pipeline" / "config.cfg")
     loaded = spacy.load(tmp_path / "pipeline")
     _assert_same(nlp, loaded, texts)
 
@@ -89,3 +88,54 @@ def test_elmo_alone_round_trip(tiny_model_files, tmp_path):
     text = "Bytes and disks keep the same vectors ."
     np.testing.assert_array_equal(nlp(text).tensor, loaded(text).tensor)
     np.testing.assert_array_equal(nlp(text)._.elmo_layers, loaded(text)._.elmo_layers)
+
+
+@pytest.fixture(scope="module")
+def saved_elmo(tiny_model_files, tmp_path_factory):
+    path = tmp_path_factory.mktemp("saved") / "pipeline"
+    elmo_only_nlp(tiny_model_files, cache_memory_mb=0).to_disk(path)
+    return path
+
+
+def _damaged_copy(saved, tmp_path, name, damage):
+    copy = tmp_path / "pipeline"
+    shutil.copytree(saved, copy)
+    target = copy / "elmo" / name
+    damage(target)
+    return copy, target
+
+
+def _flip_middle_byte(path):
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "name, damage, message",
+    [
+        ("model", _flip_middle_byte, "checksum mismatch"),
+        ("model", lambda p: p.unlink(), "is missing"),
+        ("scheme", lambda p: p.write_bytes(b""), "is empty"),
+        ("cfg", lambda p: p.write_bytes(b"\x93garbled{"), "is damaged"),
+        ("scheme", lambda p: p.write_bytes(b"\x81\xa3abc\x01"), "is damaged"),
+        ("model", lambda p: p.write_bytes(p.read_bytes()[:1000]), "is damaged"),
+    ],
+)
+def test_damaged_component_files_are_named(saved_elmo, tmp_path, name, damage, message):
+    from spacy_elmo_mix.errors import ElmoFileError
+
+    copy, target = _damaged_copy(saved_elmo, tmp_path, name, damage)
+    with pytest.raises(ElmoFileError, match=message) as info:
+        spacy.load(copy)
+    assert str(target) in str(info.value)
+
+
+def test_damaged_bytes_raise_the_package_error(saved_elmo):
+    from spacy_elmo_mix.errors import ElmoFileError
+
+    nlp = spacy.load(saved_elmo)
+    data = bytearray(nlp.get_pipe("elmo").to_bytes())
+    data[len(data) // 2] ^= 0x10
+    with pytest.raises(ElmoFileError, match="serialized elmo component.*checksum mismatch"):
+        nlp.get_pipe("elmo").from_bytes(bytes(data))

@@ -8,6 +8,7 @@ import torch
 
 from .chars import batch_to_char_ids
 from .loading import PathOrUrl, load_bilm
+from .precision import resolve_compute_dtype
 from .token_cache import TokenVectorCache
 
 
@@ -19,8 +20,10 @@ class ElmoEmbedder:
     token_cache_size: keep the token vectors (layer 0) of up to this many distinct words, least
         recently used dropped first, and reuse them in later batches instead of running the char-CNN
         again (``4 * projection_dim`` bytes a word; 0: no cache).
-    dtype: ``"float32"`` (exact, default) or ``"bfloat16"``: convolutions and matrix products in
-        bfloat16 (for CPUs with bf16 units and GPUs; see ``BiLM.set_compute_dtype``).
+    dtype: ``"float32"`` (exact, default), ``"bfloat16"``: convolutions and matrix products in
+        bfloat16 (for CPUs with bf16 units and GPUs; see ``BiLM.set_compute_dtype``; warns once where
+        the hardware has no native bfloat16), or ``"auto"``: bfloat16 only where it is native,
+        float32 elsewhere (see ``bilm.precision``).
 
     Every sentence starts from a zero LSTM state, so a sentence gets the same vectors in any batch
     (AllenNLP's ``ElmoEmbedder`` carried state between batches).
@@ -34,11 +37,10 @@ class ElmoEmbedder:
         token_cache_size: int = 0,
         dtype: str = "float32",
     ):
-        if dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"dtype must be 'float32' (exact) or 'bfloat16', got {dtype!r}")
         self.device = torch.device(device)
+        compute_dtype = resolve_compute_dtype(dtype, self.device)
         self.model = load_bilm(options_file, weight_file).to(self.device).eval()
-        self.model.set_compute_dtype(getattr(torch, dtype))
+        self.model.set_compute_dtype(compute_dtype)
         for p in self.model.parameters():
             p.requires_grad_(False)
         if token_cache_size:

@@ -12,8 +12,9 @@ Dataset names and shapes (``P`` = projection_dim, ``C`` = lstm.dim, ``F`` = tota
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
-from typing import Dict, Iterator, Tuple, Union
+from typing import Dict, Iterator, List, Tuple, Union
 
 import numpy as np
 import torch
@@ -68,7 +69,9 @@ def load_weights(model: BiLM, path: Union[str, Path]) -> None:
     """Fill ``model`` from a bilm-tf/AllenNLP ``weights.hdf5``.
 
     Raises :class:`ElmoFileError` naming the file and dataset for a missing dataset, a shape that
-    disagrees with the options, non-finite values, or a file that is not readable HDF5.
+    disagrees with the options, non-finite values, a file that is not readable HDF5, or biLM
+    datasets (``char_embed``, ``CNN*``, ``RNN_*``) that the options do not use (e.g. more highway
+    layers than ``options.json`` says); other unused datasets are named in a warning.
     """
     import h5py
 
@@ -82,19 +85,50 @@ def load_weights(model: BiLM, path: Union[str, Path]) -> None:
     with f:
         expected = dict(_tf_arrays(model))
         arrays: Dict[str, np.ndarray] = {}
+        used = set()
         for name, like in expected.items():
+            used.add(_found_name(f, name))
             arrays[name] = _read_dataset(f, path, name, like.shape)
+        _check_unused(path, sorted(set(_dataset_names(f)) - used))
     _assign(model, arrays)
+
+
+BILM_PREFIXES = ("char_embed", "CNN", "RNN_")
+
+
+def _dataset_names(f) -> List[str]:
+    import h5py
+
+    names: List[str] = []
+    f.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+    return names
+
+
+def _check_unused(path: Path, unused: List[str]) -> None:
+    """Unused biLM datasets mean the options describe another model: an error; others a warning."""
+    bilm = [n for n in unused if n.startswith(BILM_PREFIXES)]
+    if bilm:
+        raise ElmoFileError(
+            f"ELMo weight file {path} has datasets the options do not use: {', '.join(bilm[:8])}"
+            f"{' ...' if len(bilm) > 8 else ''} (options and weights disagree: check n_highway, filters, n_layers)"
+        )
+    if unused:
+        warnings.warn(f"ELMo weight file {path}: ignoring datasets that are not part of the biLM: {', '.join(unused[:8])}", stacklevel=3)
+
+
+def _found_name(f, name: str) -> str:
+    """``name``, or its one-layer bilm-tf spelling (without ``MultiRNNCell/Cell0``) when only that exists."""
+    if name not in f and "/MultiRNNCell/Cell0/" in name:
+        alternative = name.replace("/MultiRNNCell/Cell0/", "/")
+        if alternative in f:
+            return alternative
+    return name
 
 
 def _read_dataset(f, path: Path, name: str, shape: Tuple[int, ...]) -> np.ndarray:
     import h5py
 
-    found = name
-    if name not in f and "/MultiRNNCell/Cell0/" in name:
-        alternative = name.replace("/MultiRNNCell/Cell0/", "/")
-        if alternative in f:
-            found = alternative
+    found = _found_name(f, name)
     if found not in f or not isinstance(f[found], h5py.Dataset):
         raise ElmoFileError(f"ELMo weight file {path} has no dataset '{name}' (options and weights disagree, or the file is incomplete)")
     dataset = f[found]

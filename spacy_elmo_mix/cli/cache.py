@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--top-layer", type=int, default=None, help="cache layers 0..K only (default: all)")
     parser.add_argument("--dtype", choices=["float16", "float32"], default="float16", help="stored precision")
     parser.add_argument(
-        "--compute-dtype", choices=["float32", "bfloat16"], default="float32",
+        "--compute-dtype", choices=["float32", "bfloat16", "auto"], default="float32",
         help="the biLM's compute precision: the compute_dtype of the pipelines that will read the cache",
     )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per biLM batch")

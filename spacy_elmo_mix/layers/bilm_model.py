@@ -4,33 +4,60 @@ The torch module is built when the weights are loaded (at ``initialize``) and is
 model's bytes together with its options, so a saved pipeline needs neither the original files nor
 the network. Before ``initialize`` the model holds an empty placeholder module.
 
-Model attrs:
+Model attrs: ``settings`` (a :class:`BiLMSettings`: what the config gives) holds
 - ``options_file``, ``weight_file``: where ``initialize`` reads the biLM (``None``: embedded default).
 - ``frozen``: no gradient reaches the biLM and no backward pass is computed through it.
-- ``top_layer``: the highest ELMo layer to compute (``None``: all); set by the component from what its
+``top_layer``: the highest ELMo layer to compute (``None``: all); set by the component from what its
   schemes and listeners need, so unused LSTM layers never run.
 - ``batch_size``: sequences per biLM call; ``max_length``: longest sequence (see ``segmentation``).
 - ``cache_dir``, ``cache_memory_mb``, ``cache_dtype``: the layer cache of a frozen biLM (see
   ``layer_cache``): computed layers are kept in memory (LRU, this many MiB; 0 and no directory:
   no cache) and, with a directory, on disk, shared between runs. ``float32`` keeps exact values.
-- ``compute_dtype``: ``float32`` (exact) or ``bfloat16`` (convolutions and matrix products, see
-  ``BiLM.set_compute_dtype``); applied whenever the biLM is used, also after loading.
+- ``compute_dtype``: ``float32`` (exact), ``bfloat16`` (convolutions and matrix products, see
+  ``BiLM.set_compute_dtype``) or ``auto`` (bfloat16 only where the hardware runs it natively, see
+  ``bilm.precision``); applied whenever the biLM is used, also after loading.
+The settings are never stored in the model's bytes: a loaded pipeline uses the values of the config it
+is loaded with (``spacy.load(path, config=...)``); only the biLM (options and weights) comes from the
+bytes. Other attrs: ``top_layer`` (below) and ``n_layers``.
 Dims: ``nO`` = layer width, set when the biLM is loaded; attr ``n_layers`` = layers the biLM offers.
 """
 from __future__ import annotations
 
+import hashlib
 import weakref
 from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 import srsly
 from spacy.tokens import Doc
-from thinc.api import ArgsKwargs, Model
+from thinc.api import ArgsKwargs, Model, deserialize_attr, serialize_attr
 from thinc.types import Floats3d
 
+from ..errors import ElmoConfigError, ElmoFileError
 from ..segmentation import doc_segments
 
 PLACEHOLDER = "placeholder"
+COMPUTE_DTYPES = ("float32", "bfloat16", "auto")
+
+
+class BiLMSettings(dict):
+    """The biLM's settings from its config (see the module docstring); not part of the model's bytes."""
+
+
+@serialize_attr.register(BiLMSettings)
+def _serialize_settings(_, value, name, model) -> bytes:
+    return b""
+
+
+@deserialize_attr.register(BiLMSettings)
+def _deserialize_settings(current, value, name, model):
+    """The config's settings win over whatever the bytes hold."""
+    return current
+
+
+def settings(model: Model) -> BiLMSettings:
+    """The settings of a biLM model (files, frozen, batching, cache, precision)."""
+    return model.attrs["settings"]
 
 
 def BiLMModel(
@@ -49,16 +76,13 @@ def BiLMModel(
     import torch
 
     if (options_file is None) != (weight_file is None):
-        raise ValueError("give both options_file and weight_file, or neither (the embedded default model)")
-    if cache_dtype not in ("float16", "float32"):
-        raise ValueError(f"cache_dtype must be 'float16' or 'float32', got {cache_dtype!r}")
-    if compute_dtype not in ("float32", "bfloat16"):
-        raise ValueError(f"compute_dtype must be 'float32' (exact) or 'bfloat16', got {compute_dtype!r}")
-    if isinstance(cache_memory_mb, bool) or not isinstance(cache_memory_mb, (int, float)) or cache_memory_mb < 0:
-        raise ValueError(f"cache_memory_mb must be a number >= 0, got {cache_memory_mb!r}")
+        raise ElmoConfigError("give both options_file and weight_file, or neither (the embedded default model)")
+    _check_cache_settings(cache_memory_mb, cache_dtype)
+    if compute_dtype not in COMPUTE_DTYPES:
+        raise ElmoConfigError(f"compute_dtype must be 'float32' (exact), 'bfloat16' or 'auto', got {compute_dtype!r}")
     for name, value in (("batch_size", batch_size), ("max_length", max_length)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            raise ElmoConfigError(f"{name} must be a positive integer, got {value!r}")
     shim = PyTorchShim(
         torch.nn.Module(), serialize_model=_serialize_bilm, deserialize_model=_deserialize_bilm
     )
@@ -69,21 +93,37 @@ def BiLMModel(
         shims=[shim],
         dims={"nO": None},
         attrs={
-            "options_file": None if options_file is None else str(options_file),
-            "weight_file": None if weight_file is None else str(weight_file),
-            "frozen": bool(frozen),
+            "settings": BiLMSettings(
+                options_file=None if options_file is None else str(options_file),
+                weight_file=None if weight_file is None else str(weight_file),
+                frozen=bool(frozen),
+                batch_size=batch_size,
+                max_length=max_length,
+                cache_dir=None if cache_dir is None else str(cache_dir),
+                cache_memory_mb=cache_memory_mb,
+                cache_dtype=cache_dtype,
+                compute_dtype=compute_dtype,
+            ),
             "top_layer": None,
-            "batch_size": batch_size,
-            "max_length": max_length,
             "n_layers": None,
-            "cache_dir": None if cache_dir is None else str(cache_dir),
-            "cache_memory_mb": cache_memory_mb,
-            "cache_dtype": cache_dtype,
-            "compute_dtype": compute_dtype,
             "replace_listener": replace_listener,
             "replace_listener_cfg": replace_listener_cfg,
         },
     )
+
+
+def _check_cache_settings(cache_memory_mb, cache_dtype: str) -> None:
+    if cache_dtype not in ("float16", "float32"):
+        raise ElmoConfigError(f"cache_dtype must be 'float16' or 'float32', got {cache_dtype!r}")
+    if isinstance(cache_memory_mb, bool) or not isinstance(cache_memory_mb, (int, float)) or cache_memory_mb < 0:
+        raise ElmoConfigError(f"cache_memory_mb must be a number >= 0, got {cache_memory_mb!r}")
+
+
+def use_cache(model: Model, cache_dir: Optional[str], cache_memory_mb: float, cache_dtype: str) -> None:
+    """Give ``model`` these layer cache settings from now on, in this process only (see the module
+    docstring for their meaning): they are not part of the pipeline's config or bytes."""
+    _check_cache_settings(cache_memory_mb, cache_dtype)
+    settings(model).update(cache_dir=None if cache_dir is None else str(cache_dir), cache_memory_mb=cache_memory_mb, cache_dtype=cache_dtype)
 
 
 def replace_listener(bilm_copy: Model, listener: Model, component) -> Model:
@@ -112,8 +152,6 @@ def _find_listener_cfg(cfg) -> Optional[dict]:
 def get_bilm(model: Model):
     """The torch ``BiLM`` inside ``model``, set to the model's ``compute_dtype`` (a loaded or
     deserialized module starts in float32); a clear error before ``initialize``."""
-    import torch
-
     from ..bilm.modules import BiLM
 
     module = model.shims[0]._model
@@ -121,7 +159,9 @@ def get_bilm(model: Model):
         raise ValueError(
             "The ELMo biLM is not loaded yet: call nlp.initialize() (or load a trained pipeline) first"
         )
-    return module.set_compute_dtype(getattr(torch, model.attrs["compute_dtype"]))
+    from ..bilm.precision import resolve_compute_dtype
+
+    return module.set_compute_dtype(resolve_compute_dtype(settings(model)["compute_dtype"], model.shims[0].device))
 
 
 def set_bilm(model: Model, bilm) -> None:
@@ -137,16 +177,16 @@ def bilm_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
     from ..bilm.loading import load_bilm
     from ..default_model import default_model_files
 
-    options, weights = model.attrs["options_file"], model.attrs["weight_file"]
+    options, weights = settings(model)["options_file"], settings(model)["weight_file"]
     if options is None:
         options, weights = default_model_files()
     set_bilm(model, load_bilm(options, weights))
 
 
 def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
-    segments = [(i, s, e) for i, doc in enumerate(docs) for s, e in doc_segments(doc, model.attrs["max_length"])]
+    segments = [(i, s, e) for i, doc in enumerate(docs) for s, e in doc_segments(doc, settings(model)["max_length"])]
     tokens = [[t.text for t in docs[i][s:e]] for i, s, e in segments]
-    with_grad = is_train and not model.attrs["frozen"]
+    with_grad = is_train and not settings(model)["frozen"]
     cache = None if with_grad else layer_cache(model)
     if cache is None:
         arrays, chunk_backprops = _compute(model, tokens, with_grad)
@@ -172,7 +212,7 @@ def _compute(model: Model, tokens: List[List[str]], with_grad: bool):
     sees similar lengths (fewer idle rows per recurrent step); results do not depend on it.
     """
     order = sorted(range(len(tokens)), key=lambda k: len(tokens[k]), reverse=True)
-    size = model.attrs["batch_size"]
+    size = settings(model)["batch_size"]
     chunks = [order[i : i + size] for i in range(0, len(order), size)]
     arrays: List = [None] * len(tokens)
     backprops = []
@@ -225,16 +265,17 @@ def layer_cache(model: Model):
 
     One cache per loaded biLM, keyed by its weights' fingerprint. Only used for a frozen biLM.
     """
-    if not model.attrs["cache_memory_mb"] and model.attrs["cache_dir"] is None:
+    config = settings(model)
+    if not config["cache_memory_mb"] and config["cache_dir"] is None:
         return None
     bilm = get_bilm(model)
-    if bilm not in _CACHES:
+    key = (config["cache_dir"], config["cache_memory_mb"], config["cache_dtype"])
+    if bilm not in _CACHES or _CACHES[bilm][0] != key:
         from ..layer_cache import LayerCache
 
-        _CACHES[bilm] = LayerCache.for_model(
-            bilm, model.attrs["cache_dir"], memory_bytes=int(model.attrs["cache_memory_mb"] * 2**20), dtype=model.attrs["cache_dtype"]
-        )
-    return _CACHES[bilm]
+        cache = LayerCache.for_model(bilm, config["cache_dir"], memory_bytes=int(config["cache_memory_mb"] * 2**20), dtype=config["cache_dtype"])
+        _CACHES[bilm] = (key, cache)
+    return _CACHES[bilm][1]
 
 
 def _assemble(model: Model, docs, segments, arrays) -> List[Floats3d]:
@@ -251,12 +292,21 @@ def _assemble(model: Model, docs, segments, arrays) -> List[Floats3d]:
 
 
 def _serialize_bilm(module) -> bytes:
+    """The biLM's options and weights, with a checksum of both (verified by ``_deserialize_bilm``)."""
     from ..bilm.modules import BiLM
     from thinc.shims.pytorch import default_serialize_torch_model
 
     if not isinstance(module, BiLM):
         return srsly.msgpack_dumps({"options": None, "state": b""})
-    return srsly.msgpack_dumps({"options": module.options.to_json_dict(), "state": default_serialize_torch_model(module)})
+    options = module.options.to_json_dict()
+    state = default_serialize_torch_model(module)
+    return srsly.msgpack_dumps({"options": options, "state": state, "blake2b": _checksum(options, state)})
+
+
+def _checksum(options: dict, state: bytes) -> str:
+    digest = hashlib.blake2b(srsly.json_dumps(options, sort_keys=True).encode("utf8"), digest_size=32)
+    digest.update(state)
+    return digest.hexdigest()
 
 
 def _deserialize_bilm(module, data: bytes, device):
@@ -268,5 +318,8 @@ def _deserialize_bilm(module, data: bytes, device):
     msg = srsly.msgpack_loads(data)
     if msg["options"] is None:
         return module
+    # Pipelines saved before the checksum existed have none; any saved since must match it.
+    if "blake2b" in msg and msg["blake2b"] != _checksum(msg["options"], msg["state"]):
+        raise ElmoFileError("the biLM's weights are damaged (checksum mismatch)")
     bilm = BiLM(BiLMOptions.from_dict(msg["options"], source="the serialized pipeline"))
     return default_deserialize_torch_model(bilm, msg["state"], device)

@@ -4,7 +4,9 @@ During training the ``elmo`` component computes the layers once per batch and se
 listener (``receive``); each listener mixes them with its own weighting scheme (its ``mixer``
 sub-layer) and returns the gradient to the component, which sums the gradients of all listeners
 before the single backward pass through the biLM (none at all when the biLM is frozen). At
-prediction time the listener reads ``doc._.elmo_layers``, set by the component.
+prediction time the listener reads ``doc._.elmo_layers``, set by the component; so does it in
+training when the component sent nothing because it is frozen and annotating
+(``[training] frozen_components`` and ``annotating_components``), as spaCy's own listeners do.
 """
 from __future__ import annotations
 
@@ -59,7 +61,8 @@ class ElmoListener(Model):
             raise ValueError(
                 f"The ELMo listener of '{self.upstream_name}' received no layers for this batch: the "
                 "elmo component must be updated before the components that listen to it (call "
-                "nlp.update with both, elmo first), or use nlp.replace_listeners to give this component "
+                "nlp.update with both, elmo first; a frozen elmo component must also be annotating, "
+                "[training] annotating_components), or use nlp.replace_listeners to give this component "
                 "its own copy of the biLM"
             )
         if self._batch_id != self.get_batch_id(docs):
@@ -84,6 +87,16 @@ def listener_init(model: ElmoListener, X: Optional[List[Doc]] = None, Y=None) ->
 
 
 def listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
+    if is_train and model._batch_id is None and _annotated(model, docs):
+        # A frozen, annotating elmo component sends nothing: its layers are on the docs. The mixer
+        # still learns; no gradient goes upstream.
+        Y, mixer_backprop = model.mixer.begin_update(_doc_layers(model, docs))
+
+        def mixer_only_backprop(dY: List[Floats2d]) -> List[Doc]:
+            mixer_backprop(dY)
+            return []
+
+        return Y, mixer_only_backprop
     if is_train:
         model.verify_inputs(docs)
         Y, mixer_backprop = model.mixer.begin_update(model._outputs)
@@ -99,14 +112,23 @@ def listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool) -> Tu
 
 def _stored_layers(model: ElmoListener, docs: List[Doc]) -> List[Floats3d]:
     """``doc._.elmo_layers`` of each doc; computed through the upstream when absent (e.g. at initialize)."""
-    need = model.max_layer
-    if need is None and model.upstream is not None:
-        need = model.upstream.model.attrs["n_layers"] - 1
-    if all(_has_layers(doc, need) for doc in docs):
-        return [model.ops.asarray(doc._.get(DOC_ATTR)) for doc in docs]
+    if _annotated(model, docs):
+        return _doc_layers(model, docs)
     if model.upstream is None:
         raise ValueError("These docs have no ELMo layers (doc._.elmo_layers): run the elmo component first")
     return model.upstream.compute_layers(docs)
+
+
+def _annotated(model: ElmoListener, docs: List[Doc]) -> bool:
+    """Whether every doc carries the ELMo layers this listener needs."""
+    need = model.max_layer
+    if need is None and model.upstream is not None:
+        need = model.upstream.model.attrs["n_layers"] - 1
+    return all(_has_layers(doc, need) for doc in docs)
+
+
+def _doc_layers(model: ElmoListener, docs: List[Doc]) -> List[Floats3d]:
+    return [model.ops.asarray(doc._.get(DOC_ATTR)) for doc in docs]
 
 
 def _has_layers(doc: Doc, need: Optional[int]) -> bool:
