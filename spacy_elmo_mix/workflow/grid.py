@@ -6,7 +6,13 @@ arguments); it must write its evaluation to ``{output}/metrics.json`` (keys: see
 
     {results_dir}/runs/{dataset}/{scheme}/seed{N}/
         log.txt          the command line, its stdout and stderr, its exit code and duration
-        metrics.json     written by the job; its presence marks the job as done (resume skips it)
+        metrics.json     written by the job, with the run's ``identity`` (``workflow.identity``)
+
+A job is done when its ``metrics.json`` exists and its identity is current: the command the grid
+would run now (``{output}`` left as a placeholder) equals the recorded one and every file the run
+recorded (corpus, config, biLM) is unchanged. Otherwise the old ``metrics.json`` is removed and the
+job reruns. The job learns its command from the ``SPACY_ELMO_MIX_RUN_COMMAND`` environment variable
+(``python -m spacy_elmo_mix run`` records it); a job that records no identity gets the command alone.
 
 Backends:
 
@@ -24,6 +30,7 @@ metrics.json) is reported with its exit code and last log lines; the other jobs 
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -35,7 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from ..atomic import atomic_write
+from ..atomic import atomic_write, write_text_atomic
+from .identity import COMMAND_ENV, stale_reason
 
 PathLike = Union[str, Path]
 MakeCommand = Callable[[str, str, int, str], Sequence[str]]
@@ -64,9 +72,9 @@ class Job:
 class JobResult:
     """How one job went.
 
-    job: the job; status: ``ok``, ``failed`` or ``skipped`` (metrics.json existed); returncode: the
-    command's exit code (None: skipped, or it never ran); seconds: wall time; message: why it failed;
-    log_tail: the last lines of its log.
+    job: the job; status: ``ok``, ``failed`` or ``skipped`` (an up-to-date metrics.json existed);
+    returncode: the command's exit code (None: skipped, or it never ran); seconds: wall time; message:
+    why it failed; log_tail: the last lines of its log; rerun: why an earlier result was out of date.
     """
 
     job: Job
@@ -75,6 +83,7 @@ class JobResult:
     seconds: float = 0.0
     message: str = ""
     log_tail: List[str] = field(default_factory=list)
+    rerun: str = ""
 
 
 @dataclass
@@ -95,7 +104,11 @@ class GridSummary:
 
     def format(self) -> str:
         """A report for people: the counts, then each failed job with its log's last lines."""
-        lines = [f"{len(self.results)} jobs: {self.count('ok')} ok, {self.count('skipped')} skipped (done before), {self.count('failed')} failed"]
+        reruns = sum(bool(r.rerun) for r in self.results)
+        lines = [
+            f"{len(self.results)} jobs: {self.count('ok')} ok, {self.count('skipped')} skipped (done before, up to date), "
+            f"{self.count('failed')} failed; {reruns} reran because their earlier result was out of date"
+        ]
         for result in self.failed:
             log = result.job.run_dir(self.results_dir) / "log.txt"
             lines.append(f"FAILED {result.job}: {result.message} (log: {log})")
@@ -137,13 +150,14 @@ class CommandTemplate:
 # ------------------------------------------------------------------------------------ running jobs
 
 
-def run_command(command: Sequence[str], log_path: Path, cwd: Optional[PathLike] = None) -> int:
+def run_command(command: Sequence[str], log_path: Path, cwd: Optional[PathLike] = None, identity: str = "") -> int:
     """Run ``command`` single-threaded with stdout and stderr into ``log_path``; return its exit code.
 
-    command: the arguments; log_path: the log to (over)write; cwd: the working folder (None: ours).
+    command: the arguments; log_path: the log to (over)write; cwd: the working folder (None: ours);
+    identity: the command as recorded in the run's identity (passed as ``SPACY_ELMO_MIX_RUN_COMMAND``).
     A command that cannot start (not found, not executable) logs why and returns 127.
     """
-    env = {**os.environ, **SINGLE_THREAD_ENV}
+    env = {**os.environ, **SINGLE_THREAD_ENV, COMMAND_ENV: identity}
     start = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
         log.write(f"$ {shlex.join(command)}\n")
@@ -173,6 +187,46 @@ def _judge(job: Job, run_dir: Path, code: int, seconds: float) -> JobResult:
     return JobResult(job, "ok", code, seconds)
 
 
+def identity_command(job: Job, make_command: MakeCommand) -> str:
+    """The job's command line with ``{output}`` left as a placeholder: what its identity records."""
+    try:
+        return shlex.join(make_command(job.dataset, job.scheme, job.seed, "{output}"))
+    except Exception as exc:  # a broken template fails the job when it runs; no identity to match
+        return f"<no command: {exc!r}>"
+
+
+def _read_identity(metrics: Path) -> Tuple[Optional[dict], object]:
+    """metrics.json's object (None: unreadable) and its ``identity`` (None: absent)."""
+    try:
+        data = json.loads(metrics.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None, None
+    return (data, data.get("identity")) if isinstance(data, dict) else (None, None)
+
+
+def _check_done(job: Job, make_command: MakeCommand, results_dir: Path) -> Tuple[bool, str]:
+    """(whether the job's result is current, why it is not); an out-of-date metrics.json is removed."""
+    metrics = job.run_dir(results_dir) / "metrics.json"
+    if not metrics.exists():
+        return False, ""
+    reason = stale_reason(_read_identity(metrics)[1], identity_command(job, make_command))
+    if reason is None:
+        return True, ""
+    metrics.unlink()
+    return False, reason
+
+
+def _stamp_identity(result: JobResult, make_command: MakeCommand, results_dir: Path) -> JobResult:
+    """Give an ok job's metrics.json an identity (its command) when the job recorded none."""
+    metrics = result.job.run_dir(results_dir) / "metrics.json"
+    if result.status == "ok":
+        data, identity = _read_identity(metrics)
+        if data is not None and identity is None:
+            data["identity"] = {"command": identity_command(result.job, make_command), "files": {}, "seed": result.job.seed}
+            write_text_atomic(metrics, json.dumps(data, indent=2) + "\n")
+    return result
+
+
 def _run_local_job(job: Job, make_command: MakeCommand, results_dir: Path, cwd: Optional[PathLike]) -> JobResult:
     """Run one job here with ``{output}`` = its run folder."""
     run_dir = job.run_dir(results_dir)
@@ -182,7 +236,7 @@ def _run_local_job(job: Job, make_command: MakeCommand, results_dir: Path, cwd: 
         command = list(make_command(job.dataset, job.scheme, job.seed, str(run_dir.resolve())))
     except Exception as exc:  # a broken template or callable fails this job only
         return JobResult(job, "failed", None, 0.0, f"could not make the command: {exc!r}")
-    code = run_command(command, run_dir / "log.txt", cwd)
+    code = run_command(command, run_dir / "log.txt", cwd, identity_command(job, make_command))
     return _judge(job, run_dir, code, time.monotonic() - start)
 
 
@@ -209,7 +263,8 @@ def run_remote_job(job: Job, make_command: MakeCommand, cwd: Optional[str]) -> T
         output, log = Path(tmp) / "output", Path(tmp) / "log.txt"
         output.mkdir()
         start = time.monotonic()
-        code = run_command(list(make_command(job.dataset, job.scheme, job.seed, str(output))), log, cwd)
+        command = list(make_command(job.dataset, job.scheme, job.seed, str(output)))
+        code = run_command(command, log, cwd, identity_command(job, make_command))
         files = {str(p.relative_to(output)): p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()}
         return code, time.monotonic() - start, log.read_bytes(), files
 
@@ -306,7 +361,7 @@ def run_grid(
     runtime_env: Optional[dict] = None,
     progress: bool = True,
 ) -> GridSummary:
-    """Run every (dataset, scheme, seed) job whose ``metrics.json`` does not exist yet.
+    """Run every (dataset, scheme, seed) job without an up-to-date ``metrics.json`` (module docstring).
 
     datasets/schemes/seeds: the grid; make_command: ``(dataset, scheme, seed, output) -> args`` or a
     template string for :class:`CommandTemplate`; backend: ``local`` or ``ray``; results_dir: the
@@ -322,12 +377,17 @@ def run_grid(
     make_command = CommandTemplate(make_command) if isinstance(make_command, str) else make_command
     results_dir = Path(results_dir)
     jobs = grid_jobs(datasets, schemes, seeds)
-    done = {job: JobResult(job, "skipped") for job in jobs if (job.run_dir(results_dir) / "metrics.json").exists()}
+    done, reruns = {}, {}
+    for job in jobs:
+        current, reruns[job] = _check_done(job, make_command, results_dir)
+        if current:
+            done[job] = JobResult(job, "skipped")
     todo = [job for job in jobs if job not in done]
     extra = {"address": address, "runtime_env": runtime_env} if backend == "ray" else {}
     with tqdm(total=len(todo), desc="grid", unit="job", disable=not progress or not todo) as bar:
         for result in BACKENDS[backend](todo, make_command, results_dir, max_workers or free_cores(), cwd, **extra):
-            done[result.job] = result
+            result.rerun = reruns[result.job]
+            done[result.job] = _stamp_identity(result, make_command, results_dir)
             bar.update()
             bar.set_postfix(failed=sum(r.status == "failed" for r in done.values()))
     return GridSummary([done[job] for job in jobs], results_dir)
