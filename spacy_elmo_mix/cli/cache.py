@@ -1,6 +1,9 @@
 """``python -m spacy_elmo_mix cache``: precompute the ELMo layer cache for ``.spacy`` corpora.
 
-Every doc is cut into sentences (see :func:`spacy_elmo_mix.segmentation.sentence_token_lists`);
+The corpora are read exactly as the training configs read them (``spacy.Corpus.v1`` with
+``gold_preproc = false``: each doc is the text retokenized by the ``--lang`` tokenizer, e.g.
+``1996-08-22`` -> ``1996 - 08 - 22``), so the cache holds the token sequences training and
+evaluation look up. Every doc is cut into sentences (see :func:`spacy_elmo_mix.segmentation.sentence_token_lists`);
 sentences already in the cache are read back (and verified), the others are embedded in batches and
 written. Training with the same model, ``--top-layer`` (or a lower one), dtype, compute dtype and
 cache directory then does no biLM work.
@@ -33,7 +36,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: {exc} (on the command line: --options and --weights)", file=sys.stderr)
         return 1
     try:
-        sentences = unique_sentences(args.corpora, args.max_length)
+        sentences = unique_sentences(args.corpora, args.max_length, args.lang)
         embedder = ElmoEmbedder(options, weights, dtype=args.compute_dtype)
         top_layer = embedder.model.check_top_layer(args.top_layer)
         cache = LayerCache.for_model(embedder.model, args.cache_dir, dtype=args.dtype, memory_bytes=0)
@@ -55,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cache-dir", type=Path, required=True, help="cache directory (shared by runs and models)")
     parser.add_argument("--options", help="options.json (path or URL); default: the embedded model")
     parser.add_argument("--weights", help="weights.hdf5 (path or URL); default: the embedded model")
+    parser.add_argument(
+        "--lang", default="en", help="the language of the training pipelines' tokenizer (the configs' nlp.lang; default: en)"
+    )
     parser.add_argument("--top-layer", type=int, default=None, help="cache layers 0..K only (default: all)")
     parser.add_argument("--dtype", choices=["float16", "float32"], default="float16", help="stored precision")
     parser.add_argument(
@@ -71,22 +77,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def unique_sentences(corpora: Sequence[Path], max_length: int) -> List[List[str]]:
-    """The distinct token sequences of all docs in ``corpora``, shortest first.
+def unique_sentences(corpora: Sequence[Path], max_length: int, lang: str = "en") -> List[List[str]]:
+    """The distinct token sequences of all docs in ``corpora`` as training sees them, shortest first.
 
     corpora: ``.spacy`` files; a missing or unreadable one raises ElmoFileError naming it.
     max_length: passed to :func:`~spacy_elmo_mix.segmentation.sentence_token_lists`.
+    lang: the tokenizer's language; docs are read like ``spacy.Corpus.v1`` with ``gold_preproc = false``
+    (the reference text retokenized), i.e. the ``predicted`` docs of the training Examples.
     """
-    from spacy.tokens import DocBin
-    from spacy.vocab import Vocab
+    import spacy
+    from spacy.training import Corpus
 
-    from ..errors import ElmoFileError
+    from ..errors import ElmoFileError, ElmoInputError
     from ..segmentation import sentence_token_lists
 
-    vocab, seen = Vocab(), set()
+    try:
+        nlp = spacy.blank(lang)
+    except ImportError as exc:
+        raise ElmoInputError(f"--lang {lang!r}: not a language spaCy knows ({exc})") from exc
+    seen = set()
     for path in corpora:
         try:
-            docs = list(DocBin().from_disk(path).get_docs(vocab))
+            docs = [example.predicted for example in Corpus(path, gold_preproc=False)(nlp)]
         except Exception as exc:  # msgpack/zlib raise many types for a damaged file
             raise ElmoFileError(f"cannot read the corpus {path}: {exc}") from exc
         for doc in docs:
