@@ -84,3 +84,25 @@ def test_ray_backend_on_a_local_instance(tmp_path):
     assert metrics(results, "d1", "good", 2)["score"] == 0.2 and metrics(results, "d1", "good", 2)["threads"] == "1"
     assert "job d1 good 1" in (results / "runs/d1/good/seed1/log.txt").read_text()
     assert summary.failed[0].returncode == 3 and any("job d1 bad" in line for line in summary.failed[0].log_tail)
+
+
+def test_unreachable_ray_address_fails_within_the_timeout(tmp_path, monkeypatch, capsys):
+    import threading
+    import types
+
+    never = threading.Event()
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: never.wait())  # hangs like a bad address
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    args = ["--datasets", "d", "--schemes", "good", "--seeds", "1", "--results", str(tmp_path), "--no-progress",
+            "--command-template", TEMPLATE, "--backend", "ray", "--address", "10.255.255.1:6379", "--connect-timeout", "0.5"]
+    assert grid_cli(args) == 2
+    assert "could not connect to the Ray cluster at 10.255.255.1:6379 within 0.5 s" in capsys.readouterr().err
+    never.set()
+
+
+def test_unknown_scheme_of_the_run_command_fails_before_any_job(tmp_path, capsys):
+    args = ["--datasets", "conll2003", "--schemes", "weighted", "nosuch", "--seeds", "1", "--results", str(tmp_path),
+            "--command-template", "python -m spacy_elmo_mix run --scheme {scheme} --output {output}"]
+    with pytest.raises(SystemExit):
+        grid_cli(args)
+    assert "unknown scheme(s) nosuch" in capsys.readouterr().err and not (tmp_path / "runs").exists()

@@ -19,7 +19,8 @@ Backends:
 * ``local`` (default): a pool of ``max_workers`` slots (default: the cores this process may use,
   ``os.sched_getaffinity``), each running one job as a subprocess with ``{output}`` = the run folder.
 * ``ray``: each job a Ray task (1 CPU) on the cluster of ``ray.init(address=...)`` (None: a new local
-  instance with ``max_workers`` CPUs). The task runs the command on its node with ``{output}`` = a
+  instance with ``max_workers`` CPUs); connecting that takes longer than ``connect_timeout`` seconds
+  fails with an error naming the address. The task runs the command on its node with ``{output}`` = a
   temporary folder; the log and every file left in that folder come back to the driver and are
   written into the run folder (``metrics.json`` last). Keep ``{output}`` for small files. Ray is an
   optional extra (``pip install spacy-elmo-mix[ray]``), imported only here.
@@ -36,6 +37,7 @@ import shlex
 import sys
 import subprocess
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -295,17 +297,41 @@ def _import_ray():
     return ray
 
 
-def _ray_backend(jobs, make_command, results_dir, max_workers, cwd, address=None, runtime_env=None) -> Iterator[JobResult]:
+def _bounded(call: Callable[[], object], seconds: float, message: str) -> None:
+    """Run ``call`` in a daemon thread; RuntimeError(message) if it has not returned after ``seconds``
+    (its own exception is re-raised)."""
+    outcome: List[BaseException] = []
+
+    def target():
+        try:
+            call()
+        except BaseException as exc:  # handed to the caller below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise RuntimeError(message)
+    if outcome:
+        raise RuntimeError(f"{message.split(' within ')[0]}: {outcome[0]}") from outcome[0]
+
+
+def _ray_backend(
+    jobs, make_command, results_dir, max_workers, cwd, address=None, runtime_env=None, connect_timeout=60.0
+) -> Iterator[JobResult]:
     """Yield the results of ``jobs`` run as Ray tasks, as they finish; see the module docstring.
 
     address: the cluster (None: start a local instance with ``max_workers`` CPUs); runtime_env: Ray's
-    runtime environment for the tasks (e.g. ``{"working_dir": "."}`` to ship the project to a cluster).
+    runtime environment for the tasks (e.g. ``{"working_dir": "."}`` to ship the project to a cluster);
+    connect_timeout: seconds to wait for ``ray.init``.
     """
     ray = _import_ray()
     started_here = not ray.is_initialized()
     if started_here:
         local = {"num_cpus": max_workers, "include_dashboard": False} if address is None else {}
-        ray.init(address=address, runtime_env=runtime_env, log_to_driver=False, **local)
+        _bounded(lambda: ray.init(address=address, runtime_env=runtime_env, log_to_driver=False, **local), connect_timeout,
+                 f"could not connect to the Ray cluster at {address or 'a new local instance'} within {connect_timeout:g} s")
     remote = ray.remote(num_cpus=1, max_retries=0)(run_remote_job)
     try:
         pending = {remote.remote(job, make_command, cwd): job for job in jobs}
@@ -360,6 +386,7 @@ def run_grid(
     cwd: Optional[PathLike] = None,
     runtime_env: Optional[dict] = None,
     progress: bool = True,
+    connect_timeout: float = 60.0,
 ) -> GridSummary:
     """Run every (dataset, scheme, seed) job without an up-to-date ``metrics.json`` (module docstring).
 
@@ -368,7 +395,8 @@ def run_grid(
     results folder; max_workers: parallel jobs (local) or CPUs of a new local Ray instance (default:
     :func:`free_cores`); address: the Ray cluster (``ray`` only; None: a local instance); cwd: the
     jobs' working folder (local default: ours; ray default: the worker's); runtime_env: Ray's runtime
-    environment (``ray`` only); progress: show a tqdm bar. Returns the :class:`GridSummary`.
+    environment (``ray`` only); progress: show a tqdm bar; connect_timeout: seconds to wait for Ray to
+    connect (``ray`` only). Returns the :class:`GridSummary`.
     """
     from tqdm import tqdm
 
@@ -383,7 +411,7 @@ def run_grid(
         if current:
             done[job] = JobResult(job, "skipped")
     todo = [job for job in jobs if job not in done]
-    extra = {"address": address, "runtime_env": runtime_env} if backend == "ray" else {}
+    extra = {"address": address, "runtime_env": runtime_env, "connect_timeout": connect_timeout} if backend == "ray" else {}
     with tqdm(total=len(todo), desc="grid", unit="job", disable=not progress or not todo) as bar:
         for result in BACKENDS[backend](todo, make_command, results_dir, max_workers or free_cores(), cwd, **extra):
             result.rerun = reruns[result.job]

@@ -22,6 +22,7 @@ from typing import Dict, Optional, Union
 from ..atomic import write_text_atomic
 from ..errors import ElmoFileError, ElmoInputError
 from ..layers.scalar_mix import PAPER_SCHEMES
+from .convert import load_datasets
 from .identity import COMMAND_ENV, make_identity
 
 PathLike = Union[str, Path]
@@ -43,8 +44,8 @@ TASK_KINDS: Dict[str, Task] = {
     "ner": Task("ner.cfg", "ner_baseline.cfg", "ner", "ents_f"),
     "tagger": Task("tagger.cfg", "tagger_baseline.cfg", "tagger", "tag_acc"),
 }
-# The task of each built-in data set; any other data set is run with an explicit task.
-DATASET_TASKS: Dict[str, str] = {"conll2003": "ner", "wnut16": "ner", "conll2000": "ner", "ud_ewt": "tagger"}
+# The task of each built-in data set (configs/datasets.json); any other data set is run with an explicit task.
+DATASET_TASKS: Dict[str, str] = {name: spec.task for name, spec in load_datasets().items()}
 BASELINE = "baseline"
 SCHEMES = (*PAPER_SCHEMES, BASELINE)
 
