@@ -33,3 +33,25 @@ def test_cache_holds_every_sequence_training_reads(tiny_model_files, data_dir, t
     assert _cache_files(cache_dir) == before  # no entry added: every layer came from the cache
     identity = json.loads((tmp_path / "run" / "metrics.json").read_text())["identity"]
     assert str((corpus / "train.spacy").resolve()) in identity["files"] and options in "".join(identity["files"])
+
+
+def test_cache_command_reports_float16_overflow_in_one_line(tiny_model_files, tmp_path, monkeypatch, capsys):
+    import spacy
+    from spacy.tokens import DocBin
+
+    from spacy_elmo_mix.__main__ import main as cli
+    from spacy_elmo_mix.bilm.embedder import ElmoEmbedder
+
+    embed = ElmoEmbedder.embed_batch
+    monkeypatch.setattr(ElmoEmbedder, "embed_batch", lambda self, *a, **k: [x * 1e6 for x in embed(self, *a, **k)])
+    DocBin(docs=[spacy.blank("en")("Large values here .")]).to_disk(tmp_path / "a.spacy")
+    options, weights = map(str, tiny_model_files)
+    argv = ["cache", "--options", options, "--weights", weights, "--cache-dir", str(tmp_path / "cache")]
+    assert cli(argv + ["--report", str(tmp_path / "report.json"), str(tmp_path / "a.spacy")]) == 1
+    err = capsys.readouterr().err
+    last = err.splitlines()[-1]
+    assert "Traceback" not in err and last.startswith("error: ") and "cannot cache these layers as float16" in last
+    assert not (tmp_path / "report.json").exists()
+    assert cli(argv + ["--dtype", "float32", "--report", str(tmp_path / "report.json"), str(tmp_path / "a.spacy")]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["sentences"] == 1 and report["tokens"] == 4

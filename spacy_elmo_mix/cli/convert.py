@@ -45,7 +45,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     own.add_argument("--format", choices=FORMATS, help="columns (one token per line) or conllu")
     own.add_argument("--task", choices=TASKS, help="ner (span tags -> entities) or tagger (tag -> token.tag_)")
     own.add_argument("--token-column", type=int, help="1-based column of the token (default 1)")
-    own.add_argument("--tag-column", type=int, help="1-based column of the tag (default: the last)")
+    own.add_argument("--tag-column", type=int, help="1-based column of the tag (default or 0: the last)")
     own.add_argument("--separator", choices=sorted(SEPARATORS), help="column separator (default: whitespace)")
     for split in ("train", "dev", "test"):
         own.add_argument(f"--{split}", metavar="FILE", help=f"the {split} file's name (or glob, or path) in INPUT")
@@ -62,7 +62,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     files = {s: getattr(args, s) for s in ("train", "dev", "test")}
     spec = resolve_dataset(
         args.dataset, args.datasets_file, format=args.format, task=args.task, token_column=args.token_column,
-        tag_column=args.tag_column, separator=args.separator,
+        tag_column=args.tag_column or None, separator=args.separator,
     )
     if any(files.values()):
         spec = replace(spec, files={split: files[split] or spec.files[split] for split in files})
