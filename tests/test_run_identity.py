@@ -54,6 +54,7 @@ def test_a_failed_rerun_leaves_no_stale_metrics(tmp_path):
     failing = f"{shlex.quote(sys.executable)} -c 'import sys; sys.exit(3)' {{output}}"
     summary = run_grid(["d"], ["s1"], [1], failing, results_dir=results, progress=False)
     assert summary.count("failed") == 1 and not (results / "runs/d/s1/seed1/metrics.json").exists()
+    assert json.loads((results / "runs/d/s1/seed1/metrics.stale.json").read_text())["score"] == 0.5  # kept aside
 
 
 def test_jobs_recording_no_identity_get_their_command(tmp_path):

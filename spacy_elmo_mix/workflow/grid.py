@@ -10,8 +10,8 @@ arguments); it must write its evaluation to ``{output}/metrics.json`` (keys: see
 
 A job is done when its ``metrics.json`` exists and its identity is current: the command the grid
 would run now (``{output}`` left as a placeholder) equals the recorded one and every file the run
-recorded (corpus, config, biLM) is unchanged. Otherwise the old ``metrics.json`` is removed and the
-job reruns. The job learns its command from the ``SPACY_ELMO_MIX_RUN_COMMAND`` environment variable
+recorded (corpus, config, biLM) is unchanged. Otherwise the old ``metrics.json`` is renamed
+``metrics.stale.json`` (so a failed rerun leaves no result that looks current) and the job reruns. The job learns its command from the ``SPACY_ELMO_MIX_RUN_COMMAND`` environment variable
 (``python -m spacy_elmo_mix run`` records it); a job that records no identity gets the command alone.
 
 Backends:
@@ -52,6 +52,7 @@ MakeCommand = Callable[[str, str, int, str], Sequence[str]]
 SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 PLACEHOLDERS = ("dataset", "scheme", "seed", "output")
 TAIL_LINES = 15
+STALE_METRICS = "metrics.stale.json"
 
 
 @dataclass(frozen=True)
@@ -207,14 +208,15 @@ def _read_identity(metrics: Path) -> Tuple[Optional[dict], object]:
 
 
 def _check_done(job: Job, make_command: MakeCommand, results_dir: Path) -> Tuple[bool, str]:
-    """(whether the job's result is current, why it is not); an out-of-date metrics.json is removed."""
+    """(whether the job's result is current, why it is not); an out-of-date metrics.json is moved to
+    ``metrics.stale.json`` (kept for reference, never read as a result)."""
     metrics = job.run_dir(results_dir) / "metrics.json"
     if not metrics.exists():
         return False, ""
     reason = stale_reason(_read_identity(metrics)[1], identity_command(job, make_command))
     if reason is None:
         return True, ""
-    metrics.unlink()
+    metrics.replace(metrics.with_name(STALE_METRICS))
     return False, reason
 
 
