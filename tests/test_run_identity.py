@@ -95,6 +95,7 @@ def test_compare_on_a_missing_results_folder_fails(tmp_path, capsys):
         (["--scheme", "nosuch"], "unknown scheme 'nosuch'"),
         (["--dataset", "mine"], "dataset 'mine' is not built in"),
         (["--max-steps", "0"], "--max-steps must be a positive integer"),
+        (["--seed", "2"], "conll2003/train.spacy not found: run the convert step for conll2003 first"),
     ],
 )
 def test_run_rejects_bad_settings_before_training(tmp_path, capsys, args, message):

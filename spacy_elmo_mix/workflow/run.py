@@ -129,9 +129,9 @@ def run_one(
             "components.elmo.model.cache_dtype": cache_dtype,
         })
     settings.update(overrides or {})
-    for key in ("paths.train", "paths.dev"):
-        if not Path(settings[key]).exists():
-            raise ElmoFileError(f"{settings[key]} not found: run the convert step for {dataset} first")
+    for path in (settings["paths.train"], settings["paths.dev"], corpus / "test.spacy"):
+        if not Path(path).exists():
+            raise ElmoFileError(f"{path} not found: run the convert step for {dataset} first")
     config = config or (task.baseline_config if scheme == BASELINE else task.config)
     config_path = Path(config_dir) / config
     if not config_path.is_file():
