@@ -106,3 +106,10 @@ def test_unknown_scheme_of_the_run_command_fails_before_any_job(tmp_path, capsys
     with pytest.raises(SystemExit):
         grid_cli(args)
     assert "unknown scheme(s) nosuch" in capsys.readouterr().err and not (tmp_path / "runs").exists()
+
+
+def test_negative_seeds_are_rejected(tmp_path, capsys):
+    args = ["--datasets", "d", "--schemes", "good", "--seeds", "1", "-3", "--results", str(tmp_path), "--command-template", TEMPLATE]
+    with pytest.raises(SystemExit):
+        grid_cli(args)
+    assert "--seeds must be in 0..2**32-1, got -3" in capsys.readouterr().err and not (tmp_path / "runs").exists()

@@ -95,6 +95,7 @@ def test_compare_on_a_missing_results_folder_fails(tmp_path, capsys):
         (["--scheme", "nosuch"], "unknown scheme 'nosuch'"),
         (["--dataset", "mine"], "dataset 'mine' is not built in"),
         (["--max-steps", "0"], "--max-steps must be a positive integer"),
+        (["--seed", "-1"], "--seed must be in 0..2**32-1 (got -1)"),
         (["--seed", "2"], "conll2003/train.spacy not found: run the convert step for conll2003 first"),
     ],
 )
@@ -103,7 +104,7 @@ def test_run_rejects_bad_settings_before_training(tmp_path, capsys, args, messag
             "--corpus": str(tmp_path)}
     base.update(dict(zip(args[::2], args[1::2])))
     argv = ["run"] + [item for pair in base.items() for item in pair]
-    with pytest.raises(SystemExit) if args[0] == "--max-steps" else _no_raise():
+    with pytest.raises(SystemExit) if args[0] == "--max-steps" or args[1] == "-1" else _no_raise():
         assert cli(argv) == 1
     assert message in capsys.readouterr().err
 

@@ -36,6 +36,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.backend != "ray" and (args.address or args.ray_working_dir):
         parser.error("--address and --ray-working-dir need --backend ray")
+    bad_seeds = [seed for seed in args.seeds if not 0 <= seed < 2**32]
+    if bad_seeds:
+        parser.error(f"--seeds must be in 0..2**32-1, got {', '.join(map(str, bad_seeds))}")
     if (args.max_workers or 0) < 0 or not args.connect_timeout > 0:
         parser.error("--max-workers must be 0 (the free cores) or more and --connect-timeout positive")
     if "spacy_elmo_mix run" in args.command_template:  # the package's run command: check its schemes now

@@ -42,6 +42,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     for name in ("max_steps", "eval_frequency"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+    if not 0 <= args.seed < 2**32 or args.gpu_id < -1:
+        parser.error(f"--seed must be in 0..2**32-1 (got {args.seed}) and --gpu-id -1 (CPU) or a device number (got {args.gpu_id})")
     if args.batch_words < 0:
         parser.error(f"--batch-words must be 0 (the config's schedule) or positive, got {args.batch_words}")
     metrics = run_one(
