@@ -47,6 +47,7 @@ import numpy as np
 
 from ..atomic import atomic_write, write_text_atomic
 from ..errors import ElmoFileError
+from .convert import load_datasets
 from .identity import stale_reason
 
 PathLike = Union[str, Path]
@@ -61,12 +62,8 @@ SCHEMES = {
     "weighted": "Weighted (all)",
     "weighted12": "Weighted (1.&2.)",
 }
-DATASETS = {
-    "conll2003": "CoNLL-2003 NER",
-    "wnut16": "WNUT16 NER",
-    "conll2000": "CoNLL-2000 chunking",
-    "ud_ewt": "UD EWT POS",
-}
+# Row labels of the built-in data sets, in the paper's order (configs/datasets.json).
+DATASETS = {name: spec.label or name for name, spec in load_datasets().items()}
 METRICS = {"ents_f": "F1", "tag_acc": "accuracy", "pos_acc": "accuracy"}
 REQUIRED = ("dataset", "scheme", "seed", "score", "metric")
 SEED_DIR = re.compile(r"^seed(\d+)$")
