@@ -139,3 +139,9 @@ def test_table_names_each_schemes_config(tmp_path):
     assert "training configs: `weighted`: ner_elmo_hash.cfg; `baseline`: ner_baseline.cfg" in table
     write_run(tmp_path, "conll2003", "weighted", 6, 0.9, config="ner.cfg")  # mixed configs are all named
     assert "`weighted`: ner.cfg, ner_elmo_hash.cfg;" in compare(tmp_path).outputs["table"].read_text()
+
+
+def test_alpha_must_be_a_level(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        compare_cli(["--results", str(tmp_path), "--alpha", "1.5"])
+    assert "--alpha must be a significance level between 0 and 1, got 1.5" in capsys.readouterr().err

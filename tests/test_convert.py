@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from spacy.tokens import DocBin
 from spacy.vocab import Vocab
 
+from spacy_elmo_mix.__main__ import main as cli
 from spacy_elmo_mix.cli.convert import main as convert_cli
-from spacy_elmo_mix.workflow.convert import ConvertError, convert_dataset, convert_file
+from spacy_elmo_mix.errors import ElmoInputError
+from spacy_elmo_mix.workflow.convert import ConvertError, convert_dataset, convert_file, resolve_dataset
 
 CONLL2003 = """-DOCSTART- -X- -X- O
 
@@ -114,9 +117,9 @@ def test_max_sentences_and_limit_train(tmp_path):
 @pytest.mark.parametrize(
     "dataset,text,message",
     [
-        ("conll2003", "EU NNP B-NP B-ORG\nrejects VBZ O\n", r"bad:2: expected 4 columns, found 3"),
+        ("conll2003", "EU NNP B-NP B-ORG\nrejects VBZ O\n", r"bad:2: expected 4 whitespace-separated columns, found 3"),
         ("conll2003", "EU NNP B-NP X-ORG\n", r"bad:1: invalid tag 'X-ORG'"),
-        ("wnut16", "a\tO\nb c\n", r"bad:2: expected 2 columns, found 1"),
+        ("wnut16", "a\tO\nb c\n", r"bad:2: expected 2 tab-separated columns, found 1"),
         ("ud_ewt", "1\ta\ta\tNOPE\t_\t_\t0\troot\t_\t_\n", r"bad:1: invalid UPOS tag 'NOPE'"),
         ("ud_ewt", "x\ta\ta\tX\t_\t_\t0\troot\t_\t_\n", r"bad:1: invalid CoNLL-U token id 'x'"),
         ("ud_ewt", "1\ta\ta\tX\n", r"bad:1: expected 10 tab-separated CoNLL-U columns, found 4"),
@@ -132,7 +135,7 @@ def test_cli(tmp_path, capsys):
     path = write(tmp_path, "in.txt", CONLL2003)
     assert convert_cli(["conll2003", str(path), str(tmp_path / "out.spacy"), "--max-sentences", "1"]) == 0
     assert "1 sentences" in capsys.readouterr().out and len(read_docs(tmp_path / "out.spacy")) == 1
-    assert convert_cli(["conll2003", str(tmp_path / "absent.txt"), str(tmp_path / "x.spacy")]) == 1
+    assert cli(["convert", "conll2003", str(tmp_path / "absent.txt"), str(tmp_path / "x.spacy")]) == 1
     assert "absent.txt: no such file" in capsys.readouterr().err
 
 
@@ -152,3 +155,105 @@ def test_real_data_head(data_dir, tmp_path, dataset):
     stats = convert_file(dataset, write(tmp_path, "head", head), tmp_path / "head.spacy")
     assert stats.sentences > 3 and stats.tokens > 100 and stats.labels
     assert len(read_docs(tmp_path / "head.spacy")) == stats.sentences
+
+
+# ------------------------------------------------------------------------------ own data sets, hostile input
+
+JNLPBA = "IL-2\tB-DNA\ngene\tI-DNA\nexpression\tO\n\nNF-kappa\tB-protein\nB\tI-protein\n"
+
+
+def test_own_two_column_data_set_with_any_file_names(tmp_path, capsys):
+    data = tmp_path / "jnlpba"
+    data.mkdir()
+    for name in ("Genia4ERtask2.iob2", "sample.dev", "Genia4EReval2.iob2"):
+        write(data, name, JNLPBA)
+    argv = ["convert", "jnlpba", str(data), str(tmp_path / "out"), "--format", "columns", "--task", "ner",
+            "--train", "Genia4ERtask2.iob2", "--dev", "sample.dev", "--test", "Genia4EReval2.iob2"]
+    assert cli(argv) == 0
+    docs = read_docs(tmp_path / "out" / "test.spacy")
+    assert ents(docs[0]) == [(0, 2, "DNA")] and ents(docs[1]) == [(0, 2, "protein")]
+    assert cli(argv[:4] + ["--format", "columns", "--task", "ner"]) == 1  # default names train*/dev*/test*
+    err = capsys.readouterr().err
+    assert "expected one file matching 'train*' for train, found 0 (files there: Genia4EReval2.iob2, Genia4ERtask2.iob2, sample.dev)" in err
+    assert "--train/--dev/--test" in err
+
+
+def test_unknown_data_set_says_what_it_needs(tmp_path, capsys):
+    assert cli(["convert", "mine", str(write(tmp_path, "a.txt", JNLPBA)), str(tmp_path / "a.spacy")]) == 1
+    err = capsys.readouterr().err
+    assert "unknown data set 'mine': known are conll2003, wnut16, conll2000, ud_ewt" in err and "--format" in err
+
+
+def test_datasets_file_describes_a_data_set(tmp_path):
+    spec = {"mine": {"format": "columns", "task": "ner", "token_column": 2, "tag_column": 1,
+                     "files": {"train": "a.tsv", "dev": "b.tsv", "test": "c.tsv"}}}
+    registry = write(tmp_path, "sets.json", json.dumps(spec))
+    path = write(tmp_path, "a.tsv", "B-PER Ann\nI-PER Lee\nO runs\n")
+    assert cli(["convert", "mine", str(path), str(tmp_path / "a.spacy"), "--datasets-file", str(registry)]) == 0
+    assert ents(read_docs(tmp_path / "a.spacy")[0]) == [(0, 2, "PER")]
+    bad = write(tmp_path, "bad.json", json.dumps({"mine": {**spec["mine"], "tag_column": 0}}))
+    with pytest.raises(ElmoInputError, match=r"bad.json: data set 'mine': bad tag_column 0"):
+        resolve_dataset("mine", bad)
+
+
+def test_bilou_and_iobes_are_detected_and_checked(tmp_path):
+    text = "a\tU-PER\nb\tB-LOC\nc\tI-LOC\nd\tL-LOC\ne\tO\n\nf\tS-ORG\ng\tB-ORG\nh\tE-ORG\n"
+    stats = convert_file("wnut16", write(tmp_path, "x", text), tmp_path / "x.spacy")
+    docs = read_docs(tmp_path / "x.spacy")
+    assert stats.scheme == "bilou" and ents(docs[0]) == [(0, 1, "PER"), (1, 4, "LOC")]
+    assert ents(docs[1]) == [(0, 1, "ORG"), (1, 3, "ORG")]
+    with pytest.raises(ConvertError, match=r"bad:3: O after B-LOC is not valid BILOU"):
+        convert_file("wnut16", write(tmp_path, "bad", "a\tU-PER\nb\tB-LOC\nc\tO\n"), tmp_path / "bad.spacy")
+    with pytest.raises(ConvertError, match=r"bad:1: the sentence end after B-LOC is not valid BILOU"):
+        convert_file("wnut16", write(tmp_path, "bad", "a\tB-LOC\n"), tmp_path / "bad.spacy", scheme="bilou")
+    with pytest.raises(ConvertError, match=r"bad:1: U-PER is a BILOU tag in a sentence read as iob2"):
+        convert_file("wnut16", write(tmp_path, "bad", "a\tU-PER\n"), tmp_path / "bad.spacy", scheme="iob2")
+
+
+def test_ud_v1_tags_are_accepted(tmp_path):
+    text = "1\tcats\tcat\tNOUN\t_\t_\t0\troot\t_\t_\n2\tand\tand\tCONJ\t_\t_\t1\tcc\t_\t_\n"
+    convert_file("ud_ewt", write(tmp_path, "v1.conllu", text), tmp_path / "v1.spacy")
+    assert [t.pos_ for t in read_docs(tmp_path / "v1.spacy")[0]] == ["NOUN", "CONJ"]
+
+
+def test_bom_is_dropped_and_other_encodings_are_named(tmp_path, capsys):
+    bom = tmp_path / "bom.txt"
+    bom.write_bytes(b"\xef\xbb\xbf" + CONLL2003.encode())
+    stats = convert_file("conll2003", bom, tmp_path / "bom.spacy")
+    assert stats.sentences == 2 and stats.skipped_lines == 2
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("a _ _ O\n\nM\u00fcller _ _ B-PER\n".encode("latin-1"))
+    with pytest.raises(ConvertError, match=r"latin.txt:3: not utf-8 text \(byte 0xfc"):
+        convert_file("conll2003", latin, tmp_path / "latin.spacy")
+    assert cli(["convert", "conll2003", str(latin), str(tmp_path / "l.spacy"), "--encoding", "latin-1"]) == 0
+    assert [t.text for t in read_docs(tmp_path / "l.spacy")[1]] == ["M\u00fcller"]
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(b"\x00\x01\x02 abc\n")
+    assert cli(["convert", "conll2003", str(binary), str(tmp_path / "b.spacy")]) == 1
+    assert "model.bin:1: a NUL byte: this is not a text file" in capsys.readouterr().err
+    assert cli(["convert", "conll2003", str(write(tmp_path, "empty.txt", "\n\n")), str(tmp_path / "e.spacy")]) == 1
+    assert "empty.txt: no sentences found" in capsys.readouterr().err
+
+
+def test_bad_outputs_and_counts_fail_up_front(tmp_path, capsys):
+    path = write(tmp_path, "in.txt", CONLL2003)
+    (tmp_path / "folder").mkdir()
+    assert cli(["convert", "conll2003", str(path), str(tmp_path / "folder")]) == 1
+    assert "folder: exists and is a folder; give a .spacy file" in capsys.readouterr().err
+    assert cli(["convert", "conll2003", str(path), str(path / "x.spacy")]) == 1
+    assert f"cannot be written: {path} is a file, not a folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        convert_cli(["conll2003", str(path), str(tmp_path / "x.spacy"), "--max-sentences", "-1"])
+    assert "--max-sentences must be 0 (all) or more, got -1" in capsys.readouterr().err
+    with pytest.raises(ElmoInputError, match="max_sentences must be a whole number"):
+        convert_file("conll2003", path, tmp_path / "x.spacy", max_sentences=-2)
+    assert not (tmp_path / "x.spacy").exists()
+
+
+def test_limit_train_zero_means_all(tmp_path):
+    data = tmp_path / "ud"
+    data.mkdir()
+    for split in ("train", "dev", "test"):
+        write(data, f"en_x-ud-{split}.conllu", "\n".join([CONLLU] * 3))
+    stats = convert_dataset("ud_ewt", data, tmp_path / "corpus", limit_train=0, max_sentences=0)
+    assert {s: st.sentences for s, st in stats.items()} == {"train": 6, "dev": 6, "test": 6}

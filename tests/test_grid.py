@@ -29,9 +29,9 @@ def test_local_runs_resumes_and_reports_failures(tmp_path):
     results = tmp_path / "results"
     summary = run_grid(["d1", "d2"], ["good", "bad"], [1, 2], TEMPLATE, results_dir=results, max_workers=2, progress=False)
     assert (summary.count("ok"), summary.count("failed"), summary.count("skipped")) == (4, 4, 0)
-    assert metrics(results, "d2", "good", 2) == {
-        "dataset": "d2", "scheme": "good", "seed": 2, "score": 0.2, "metric": "ents_f", "threads": "1"
-    }
+    recorded = metrics(results, "d2", "good", 2)
+    assert recorded.pop("identity")["seed"] == 2  # the grid stamps the command of a job that records none
+    assert recorded == {"dataset": "d2", "scheme": "good", "seed": 2, "score": 0.2, "metric": "ents_f", "threads": "1"}
     failed = summary.failed[0]
     assert failed.job.scheme == "bad" and failed.returncode == 3 and failed.message == "exit code 3"
     assert any("job d1 bad 1" in line for line in failed.log_tail) and failed.log_tail[-1].startswith("[exit code 3")
@@ -84,3 +84,32 @@ def test_ray_backend_on_a_local_instance(tmp_path):
     assert metrics(results, "d1", "good", 2)["score"] == 0.2 and metrics(results, "d1", "good", 2)["threads"] == "1"
     assert "job d1 good 1" in (results / "runs/d1/good/seed1/log.txt").read_text()
     assert summary.failed[0].returncode == 3 and any("job d1 bad" in line for line in summary.failed[0].log_tail)
+
+
+def test_unreachable_ray_address_fails_within_the_timeout(tmp_path, monkeypatch, capsys):
+    import threading
+    import types
+
+    never = threading.Event()
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: never.wait())  # hangs like a bad address
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    args = ["--datasets", "d", "--schemes", "good", "--seeds", "1", "--results", str(tmp_path), "--no-progress",
+            "--command-template", TEMPLATE, "--backend", "ray", "--address", "10.255.255.1:6379", "--connect-timeout", "0.5"]
+    assert grid_cli(args) == 2
+    assert "could not connect to the Ray cluster at 10.255.255.1:6379 within 0.5 s" in capsys.readouterr().err
+    never.set()
+
+
+def test_unknown_scheme_of_the_run_command_fails_before_any_job(tmp_path, capsys):
+    args = ["--datasets", "conll2003", "--schemes", "weighted", "nosuch", "--seeds", "1", "--results", str(tmp_path),
+            "--command-template", "python -m spacy_elmo_mix run --scheme {scheme} --output {output}"]
+    with pytest.raises(SystemExit):
+        grid_cli(args)
+    assert "unknown scheme(s) nosuch" in capsys.readouterr().err and not (tmp_path / "runs").exists()
+
+
+def test_negative_seeds_are_rejected(tmp_path, capsys):
+    args = ["--datasets", "d", "--schemes", "good", "--seeds", "1", "-3", "--results", str(tmp_path), "--command-template", TEMPLATE]
+    with pytest.raises(SystemExit):
+        grid_cli(args)
+    assert "--seeds must be in 0..2**32-1, got -3" in capsys.readouterr().err and not (tmp_path / "runs").exists()

@@ -411,6 +411,7 @@ def test_cache_command_fills_the_cache_once(tmp_path, tiny_model_files, capsys):
     DocBin(docs=[nlp(t) for t in texts]).to_disk(tmp_path / "train.spacy")
     options, weights = map(str, tiny_model_files)
     argv = ["--options", options, "--weights", weights, "--cache-dir", str(tmp_path / "cache"), "--top-layer", "1"]
+    argv.append("--gold-preproc")  # the stored sentences (as a config with gold_preproc = true reads them)
     assert main(argv + [str(tmp_path / "train.spacy")]) == 0
     out = capsys.readouterr().out
     assert "3 distinct sentences" in out and "0 already cached, 3 computed" in out

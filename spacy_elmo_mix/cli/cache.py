@@ -1,6 +1,10 @@
 """``python -m spacy_elmo_mix cache``: precompute the ELMo layer cache for ``.spacy`` corpora.
 
-Every doc is cut into sentences (see :func:`spacy_elmo_mix.segmentation.sentence_token_lists`);
+The corpora are read exactly as the training configs read them (``spacy.Corpus.v1`` with
+``gold_preproc = false``: each doc is the text retokenized by the ``--lang`` tokenizer, e.g.
+``1996-08-22`` -> ``1996 - 08 - 22``; ``--gold-preproc`` for configs with ``gold_preproc = true``: the
+stored tokens, one doc per stored sentence), so the cache holds the token sequences training and
+evaluation look up. Every doc is cut into sentences (see :func:`spacy_elmo_mix.segmentation.sentence_token_lists`);
 sentences already in the cache are read back (and verified), the others are embedded in batches and
 written. Training with the same model, ``--top-layer`` (or a lower one), dtype, compute dtype and
 cache directory then does no biLM work.
@@ -24,7 +28,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     from ..bilm.embedder import ElmoEmbedder
     from ..default_model import default_model_files
-    from ..errors import ElmoFileError
+    from ..errors import ElmoFileError, ElmoInputError
     from ..layer_cache import LayerCache
 
     try:
@@ -33,7 +37,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: {exc} (on the command line: --options and --weights)", file=sys.stderr)
         return 1
     try:
-        sentences = unique_sentences(args.corpora, args.max_length)
+        sentences = unique_sentences(args.corpora, args.max_length, args.lang, args.gold_preproc)
         embedder = ElmoEmbedder(options, weights, dtype=args.compute_dtype)
         top_layer = embedder.model.check_top_layer(args.top_layer)
         cache = LayerCache.for_model(embedder.model, args.cache_dir, dtype=args.dtype, memory_bytes=0)
@@ -41,8 +45,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     compute = lambda batch: embedder.embed_batch(batch, top_layer=top_layer)  # noqa: E731
-    error = fill(cache, sentences, top_layer, compute, args.batch_size)
+    try:
+        error = fill(cache, sentences, top_layer, compute, args.batch_size)
+    except ValueError as exc:  # layers the stored dtype cannot hold (beyond the float16 range)
+        raise ElmoInputError(f"{args.cache_dir}: cannot cache these layers as {args.dtype}: {exc} (--dtype float32)") from exc
     print(summary(cache, sentences, top_layer))
+    if args.report and not error:
+        write_report(args.report, cache, args.corpora, sentences, top_layer)
     if error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -55,11 +64,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cache-dir", type=Path, required=True, help="cache directory (shared by runs and models)")
     parser.add_argument("--options", help="options.json (path or URL); default: the embedded model")
     parser.add_argument("--weights", help="weights.hdf5 (path or URL); default: the embedded model")
+    parser.add_argument(
+        "--lang", default="en", help="the language of the training pipelines' tokenizer (the configs' nlp.lang; default: en)"
+    )
+    parser.add_argument(
+        "--gold-preproc", action="store_true",
+        help="read the corpora as a config with gold_preproc = true does (stored tokens and sentences)",
+    )
     parser.add_argument("--top-layer", type=int, default=None, help="cache layers 0..K only (default: all)")
     parser.add_argument("--dtype", choices=["float16", "float32"], default="float16", help="stored precision")
     parser.add_argument(
         "--compute-dtype", choices=["float32", "bfloat16", "auto"], default="float32",
         help="the biLM's compute precision: the compute_dtype of the pipelines that will read the cache",
+    )
+    parser.add_argument(
+        "--report", type=Path, help="also write a JSON summary here (the corpora's sha256, the cache folder, counts): "
+        "a workflow's output that changes only when what was cached changes",
     )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per biLM batch")
     parser.add_argument(
@@ -71,22 +91,31 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def unique_sentences(corpora: Sequence[Path], max_length: int) -> List[List[str]]:
-    """The distinct token sequences of all docs in ``corpora``, shortest first.
+def unique_sentences(
+    corpora: Sequence[Path], max_length: int, lang: str = "en", gold_preproc: bool = False
+) -> List[List[str]]:
+    """The distinct token sequences of all docs in ``corpora`` as training sees them, shortest first.
 
     corpora: ``.spacy`` files; a missing or unreadable one raises ElmoFileError naming it.
     max_length: passed to :func:`~spacy_elmo_mix.segmentation.sentence_token_lists`.
+    lang: the tokenizer's language; docs are read like ``spacy.Corpus.v1`` with ``gold_preproc = false``
+    (the reference text retokenized), i.e. the ``predicted`` docs of the training Examples.
+    gold_preproc: read them as ``gold_preproc = true`` does instead (stored tokens, a doc per sentence).
     """
-    from spacy.tokens import DocBin
-    from spacy.vocab import Vocab
+    import spacy
+    from spacy.training import Corpus
 
-    from ..errors import ElmoFileError
+    from ..errors import ElmoFileError, ElmoInputError
     from ..segmentation import sentence_token_lists
 
-    vocab, seen = Vocab(), set()
+    try:
+        nlp = spacy.blank(lang)
+    except ImportError as exc:
+        raise ElmoInputError(f"--lang {lang!r}: not a language spaCy knows ({exc})") from exc
+    seen = set()
     for path in corpora:
         try:
-            docs = list(DocBin().from_disk(path).get_docs(vocab))
+            docs = [example.predicted for example in Corpus(path, gold_preproc=gold_preproc)(nlp)]
         except Exception as exc:  # msgpack/zlib raise many types for a damaged file
             raise ElmoFileError(f"cannot read the corpus {path}: {exc}") from exc
         for doc in docs:
@@ -110,6 +139,27 @@ def fill(cache, sentences: List[List[str]], top_layer: int, compute, batch_size:
             if cache.disk_error:
                 return cache.disk_error
     return None
+
+
+def write_report(path: Path, cache, corpora: Sequence[Path], sentences: List[List[str]], top_layer: int) -> None:
+    """Write the JSON summary of a filled cache to ``path`` (atomically).
+
+    cache: the filled LayerCache; corpora: the ``.spacy`` files read; sentences: their distinct
+    sequences; top_layer: the highest layer cached.
+    """
+    import json
+
+    from ..atomic import write_text_atomic
+    from ..workflow.identity import file_sha256
+
+    report = {
+        "cache": cache.path.name,
+        "corpora": {str(p): file_sha256(p) for p in corpora},
+        "sentences": len(sentences),
+        "tokens": sum(len(s) for s in sentences),
+        "top_layer": top_layer,
+    }
+    write_text_atomic(path, json.dumps(report, indent=2) + "\n")
 
 
 def summary(cache, sentences: List[List[str]], top_layer: int) -> str:

@@ -1,26 +1,46 @@
-"""``python -m spacy_elmo_mix demo [--vars.NAME VALUE ...]``: the project's ``demo`` workflow.
+"""``python -m spacy_elmo_mix demo [--project-dir DIR] [--vars.NAME VALUE ...]``: the ``demo`` workflow.
 
-Runs ``spacy project run demo`` in the project folder (the one holding ``project.yml``: the current
-folder, or the source checkout this package was installed from) and prints the resulting table.
-Extra ``--vars.NAME VALUE`` arguments override the project's variables.
+Runs ``spacy project run demo`` in the project folder and prints the resulting table. The project
+folder is DIR if given, else the current folder when it holds a ``project.yml`` (a source checkout),
+else ``./spacy-elmo-mix-project``; a folder without ``project.yml`` gets a copy of the one shipped
+with the package (an existing one is never overwritten). The demo needs CoNLL-2003
+(``train.txt``, ``valid.txt``, ``test.txt``) in ``DATA_DIR/conll2003``: pass
+``--vars.data_dir DATA_DIR`` (default ``../shared/data``, relative to the project folder). Extra
+``--vars.NAME VALUE`` arguments override the project's variables.
 """
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import List, Optional
 
+from ..errors import ElmoFileError
+from ..workflow.convert import resolve_dataset, split_files
 
-def project_dir() -> Path:
-    """The folder with ``project.yml``: the current folder or this package's source checkout."""
-    for candidate in (Path.cwd(), Path(__file__).resolve().parents[2]):
-        if (candidate / "project.yml").exists():
-            return candidate
-    raise FileNotFoundError("project.yml not found: run the demo from the spacy-elmo-mix checkout")
+PACKAGED_PROJECT = Path(__file__).resolve().parents[1] / "project.yml"
+DEFAULT_FOLDER = "spacy-elmo-mix-project"
+
+
+def project_dir(given: Optional[str]) -> Path:
+    """The project folder (see the module docstring), holding a ``project.yml`` when this returns.
+
+    given: the --project-dir value (None: the current folder if it has a project.yml, else
+    ``./spacy-elmo-mix-project``).
+    """
+    root = Path(given) if given else (Path.cwd() if (Path.cwd() / "project.yml").exists() else Path.cwd() / DEFAULT_FOLDER)
+    if root.exists() and not root.is_dir():
+        raise ElmoFileError(f"{root}: exists and is not a folder; give --project-dir a folder")
+    if not (root / "project.yml").exists():
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(PACKAGED_PROJECT, root / "project.yml")
+        print(f"created the project folder {root} (project.yml copied from the package)")
+    return root
 
 
 def _var(argv: List[str], name: str, default: str) -> str:
+    """The value of ``--vars.NAME`` in ``argv`` (``--vars.NAME VALUE`` or ``--vars.NAME=VALUE``), else ``default``."""
     flag = f"--vars.{name}"
     for i, arg in enumerate(argv):
         if arg == flag and i + 1 < len(argv):
@@ -30,21 +50,35 @@ def _var(argv: List[str], name: str, default: str) -> str:
     return default
 
 
+def _pop_option(argv: List[str], flag: str) -> Optional[str]:
+    """Remove ``flag VALUE`` (or ``flag=VALUE``) from ``argv`` and return VALUE (None: absent)."""
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+            del argv[i : i + 2]
+            return value
+        if arg.startswith(flag + "="):
+            return argv.pop(i).split("=", 1)[1]
+    return None
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    try:
-        root = project_dir()
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    root = project_dir(_pop_option(argv, "--project-dir"))
+    dataset = _var(argv, "demo_dataset", "conll2003")
     data_dir = Path(_var(argv, "data_dir", "../shared/data"))
-    data_dir = data_dir if data_dir.is_absolute() else root / data_dir
-    if not data_dir.exists():
-        print(f"error: the data folder {data_dir} does not exist; pass --vars.data_dir PATH (see project.yml assets)", file=sys.stderr)
-        return 1
+    data_dir = (data_dir if data_dir.is_absolute() else root / data_dir) / dataset
+    spec = resolve_dataset(dataset)
+    try:
+        split_files(spec, data_dir)
+    except ElmoFileError as exc:
+        files = ", ".join(spec.files.values())
+        raise ElmoFileError(
+            f"the demo needs the {dataset} data set ({files} in {data_dir}): {exc}; pass --vars.data_dir PATH (see project.yml assets)"
+        ) from exc
     code = subprocess.call([sys.executable, "-m", "spacy", "project", "run", "demo", str(root), *argv])
     if code != 0:
         return code

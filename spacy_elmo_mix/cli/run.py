@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import List, Optional
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spacy_elmo_mix run", description=__doc__)
-    parser.add_argument("--dataset", required=True, help="conll2003, wnut16, conll2000 or ud_ewt")
-    parser.add_argument("--scheme", required=True, help="a paper scheme: layer1 layer2 layer3 concat average weighted weighted12")
+    parser.add_argument("--dataset", required=True, help="conll2003, wnut16, conll2000, ud_ewt, or your own (with --task)")
+    parser.add_argument("--task", choices=["ner", "tagger"], help="the task (needed for a data set that is not built in)")
+    parser.add_argument("--scheme", required=True, help="a paper scheme (layer1 layer2 layer3 concat average weighted weighted12) or baseline")
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--output", required=True, help="the run folder (metrics.json is written there)")
     parser.add_argument("--corpus", default="corpus", help="folder with DATASET/{train,dev,test}.spacy")
@@ -39,14 +39,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     options, weights = (args.elmo_options or None), (args.elmo_weights or None)
     if (options is None) != (weights is None):
         parser.error("give both --elmo-options and --elmo-weights, or neither")
-    try:
-        metrics = run_one(
-            args.dataset, args.scheme, args.seed, args.output, args.corpus, options, weights,
-            args.max_steps, args.eval_frequency, overrides=overrides, keep_model=args.keep_model, gpu_id=args.gpu_id,
-            cache_dir=args.cache_dir or None, cache_dtype=args.cache_dtype, batch_words=args.batch_words or None, config=args.config,
-        )
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    for name in ("max_steps", "eval_frequency"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+    if not 0 <= args.seed < 2**32 or args.gpu_id < -1:
+        parser.error(f"--seed must be in 0..2**32-1 (got {args.seed}) and --gpu-id -1 (CPU) or a device number (got {args.gpu_id})")
+    if args.batch_words < 0:
+        parser.error(f"--batch-words must be 0 (the config's schedule) or positive, got {args.batch_words}")
+    metrics = run_one(
+        args.dataset, args.scheme, args.seed, args.output, args.corpus, options, weights,
+        args.max_steps, args.eval_frequency, overrides=overrides, keep_model=args.keep_model, gpu_id=args.gpu_id,
+        cache_dir=args.cache_dir or None, cache_dtype=args.cache_dtype, batch_words=args.batch_words or None,
+        config=args.config, task=args.task,
+    )
     print(json.dumps(metrics, indent=2))
     return 0

@@ -47,6 +47,8 @@ import numpy as np
 
 from ..atomic import atomic_write, write_text_atomic
 from ..errors import ElmoFileError
+from .convert import load_datasets
+from .identity import stale_reason
 
 PathLike = Union[str, Path]
 RunKey = Tuple[str, str, int]
@@ -60,12 +62,8 @@ SCHEMES = {
     "weighted": "Weighted (all)",
     "weighted12": "Weighted (1.&2.)",
 }
-DATASETS = {
-    "conll2003": "CoNLL-2003 NER",
-    "wnut16": "WNUT16 NER",
-    "conll2000": "CoNLL-2000 chunking",
-    "ud_ewt": "UD EWT POS",
-}
+# Row labels of the built-in data sets, in the paper's order (configs/datasets.json).
+DATASETS = {name: spec.label or name for name, spec in load_datasets().items()}
 METRICS = {"ents_f": "F1", "tag_acc": "accuracy", "pos_acc": "accuracy"}
 REQUIRED = ("dataset", "scheme", "seed", "score", "metric")
 SEED_DIR = re.compile(r"^seed(\d+)$")
@@ -191,9 +189,13 @@ def load_results(
     """Read every run under ``results_dir/runs`` and work out which expected runs are missing.
 
     results_dir: the results folder; datasets/schemes/seeds: the expected grid (each None: every
-    value found in any run). A run folder without a readable metrics.json counts as missing.
+    value found in any run). A run folder without a readable metrics.json, or whose recorded input
+    files changed since it ran (``workflow.identity``), counts as missing; a missing folder raises
+    ElmoFileError.
     """
-    results = Results()
+    results, unchecked = Results(), 0
+    if not Path(results_dir).is_dir():
+        raise ElmoFileError(f"{results_dir}: no such results folder")
     found: Dict[RunKey, Path] = dict(_run_dirs(Path(results_dir)))
     for key, run_dir in found.items():
         metrics = run_dir / "metrics.json"
@@ -204,6 +206,11 @@ def load_results(
             run, data = read_metrics(metrics, key)
         except MetricsError as exc:
             results.missing[key] = str(exc)
+            continue
+        if "identity" not in data:
+            unchecked += 1
+        elif stale_reason(data["identity"]) is not None:
+            results.missing[key] = f"out of date: {stale_reason(data['identity'])} since it ran (rerun the grid)"
             continue
         results.runs.append(run)
         note = add_extras(run, data, metrics)
@@ -217,6 +224,8 @@ def load_results(
     for key in ((d, s, n) for d in grid[0] for s in grid[1] for n in grid[2]):
         if key not in found:
             results.missing[key] = "not run (no run folder)"
+    if unchecked:
+        results.notes.append(f"{unchecked} runs record no identity (inputs not checked: run by an older version)")
     return results
 
 

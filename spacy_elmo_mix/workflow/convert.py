@@ -1,52 +1,238 @@
-"""Convert the evaluation data sets to spaCy ``.spacy`` files (``DocBin``), one ``Doc`` per sentence.
+"""Convert tagged data sets to spaCy ``.spacy`` files (``DocBin``), one ``Doc`` per sentence.
 
-Tokens are kept as given; ``spaces`` is True after every token but the last. Data sets:
+A data set is data, not code: a :class:`DatasetSpec` says where its files are and how to read them.
+The built-in ones (``conll2003``, ``wnut16``, ``conll2000``, ``ud_ewt``) are entries of
+``spacy_elmo_mix/configs/datasets.json``; your own come from a JSON file of the same form
+(``--datasets-file``) or from command-line options. An entry's keys:
 
-=============  ==========================================================  ==============================
-``conll2003``  4 space-separated columns ``token POS chunk NER``            ``doc.ents`` from the NER tags
-``wnut16``     tab-separated ``token<TAB>tag``                              ``doc.ents`` from the tags
-``conll2000``  3 space-separated columns ``token POS chunk``                ``doc.ents`` (chunk types as
-                                                                            labels, for ``ner``) and
-                                                                            ``token.tag_`` = the BIO chunk
-                                                                            tag (for a ``tagger``)
-``ud_ewt``     CoNLL-U                                                      ``token.pos_`` = UPOS (and
-                                                                            ``token.tag_`` = UPOS, so that
-                                                                            a plain ``tagger`` learns it)
-=============  ==========================================================  ==============================
+``format``        ``columns`` (one token per line, columns separated by ``separator``) or ``conllu``
+``files``         split (``train``, ``dev``, ``test``) -> file name or glob inside the data set's folder
+``task``          ``ner`` (span tags -> ``doc.ents``; with ``tags_too`` also ``token.tag_``) or
+                  ``tagger`` (the tag -> ``token.tag_``; CoNLL-U: UPOS -> ``token.pos_`` and ``tag_``)
+``token_column``  1-based column of the token (``columns``; default 1)
+``tag_column``    1-based column of the tag (``columns``; default: the last one)
+``separator``     ``whitespace`` (default) or ``tab``
+``label``         the name in tables (optional)
 
-Sentences are separated by blank lines. ``-DOCSTART-`` lines are dropped; CoNLL-U comments, multiword
-range lines (``1-2``) and empty nodes (``8.1``) are skipped. Span tags may be BIO (IOB2) or IOB1 (an
-``I-`` tag starts an entity unless the previous tag has the same type): ``scheme="auto"`` accepts
-both (IOB1 normalized to BIO, then decoded with spaCy's ``iob_to_biluo`` / ``biluo_tags_to_spans``),
-``"iob2"`` rejects an ``I-`` tag that starts an entity, ``"iob1"`` states the input's scheme.
-A malformed line raises :class:`ConvertError` naming the file and line. Outputs are written atomically.
+Tokens are kept as given; ``spaces`` is True after every token but the last. Sentences are separated
+by blank lines; ``-DOCSTART-`` lines are dropped; CoNLL-U comments, multiword range lines (``1-2``)
+and empty nodes (``8.1``) are skipped; UD v1 (``CONJ``) and v2 tags are accepted. Span tags may be
+BIO (IOB2), IOB1 (an ``I-`` tag starts an entity unless the previous tag has the same type) or
+BILOU / IOBES (``L-``/``E-``, ``U-``/``S-``): ``scheme="auto"`` detects which (IOB1 normalized to BIO;
+decoded with spaCy's ``iob_to_biluo`` / ``biluo_tags_to_spans``); ``iob1``, ``iob2`` and ``bilou``
+state it (``iob2`` rejects an ``I-`` tag that starts an entity). Files are read as UTF-8 (a byte-order
+mark is dropped) or the given encoding. A malformed line raises :class:`ConvertError` naming the file
+and line. Outputs are written atomically.
 """
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
-from dataclasses import dataclass, field
-from functools import partial
+from dataclasses import dataclass, field, fields, replace
 from itertools import islice
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from spacy.tokens import Doc, DocBin
 from spacy.training.iob_utils import biluo_tags_to_spans, iob_to_biluo
 from spacy.vocab import Vocab
 
 from ..atomic import atomic_write
-from ..errors import ElmoInputError
+from ..errors import ElmoFileError, ElmoInputError
 
 PathLike = Union[str, Path]
-SCHEMES = ("auto", "iob1", "iob2")
-UPOS = frozenset("ADJ ADP ADV AUX CCONJ DET INTJ NOUN NUM PART PRON PROPN PUNCT SCONJ SYM VERB X".split())
-SPAN_TAG = re.compile(r"^(O|[BI]-\S+)$")
+SCHEMES = ("auto", "iob1", "iob2", "bilou")
+FORMATS = ("columns", "conllu")
+TASKS = ("ner", "tagger")
+SPLITS = ("train", "dev", "test")
+SEPARATORS = {"whitespace": None, "tab": "\t"}
+# UD v2's UPOS tags, and UD v1's CONJ (v2: CCONJ).
+UPOS = frozenset("ADJ ADP ADV AUX CCONJ CONJ DET INTJ NOUN NUM PART PRON PROPN PUNCT SCONJ SYM VERB X".split())
+SPAN_TAG = re.compile(r"^(O|[BILUES]-\S+)$")
 DOCSTART = "-DOCSTART-"
+REGISTRY = Path(__file__).resolve().parents[1] / "configs" / "datasets.json"
 
 
 class ConvertError(ElmoInputError):
     """A line of an input file is malformed; the message starts with ``file:line:``."""
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """How to find and read one data set (the keys of the module docstring's table).
+
+    name: its id; format: ``columns`` or ``conllu``; files: split -> file name or glob; task: ``ner``
+    or ``tagger``; token_column/tag_column: 1-based columns (tag_column None: the last); separator:
+    ``whitespace`` or ``tab``; tags_too: a ``ner`` data set also sets ``token.tag_``; label: its
+    name in tables.
+    """
+
+    name: str
+    format: str
+    files: Dict[str, str]
+    task: str
+    token_column: int = 1
+    tag_column: Optional[int] = None
+    separator: str = "whitespace"
+    tags_too: bool = False
+    label: str = ""
+
+    def check(self, where: str) -> "DatasetSpec":
+        """Itself, or ElmoInputError naming ``where`` (the file or option it came from) and the bad key."""
+        bad = []
+        if self.format not in FORMATS:
+            bad.append(f"format {self.format!r} (expected one of {', '.join(FORMATS)})")
+        if self.task not in TASKS:
+            bad.append(f"task {self.task!r} (expected one of {', '.join(TASKS)})")
+        if self.format == "conllu" and self.task != "tagger":
+            bad.append("task 'ner' with format 'conllu' (CoNLL-U gives UPOS tags: task 'tagger')")
+        if self.separator not in SEPARATORS:
+            bad.append(f"separator {self.separator!r} (expected one of {', '.join(SEPARATORS)})")
+        for key in ("token_column", "tag_column"):
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                bad.append(f"{key} {value!r} (expected a column number, 1 or more)")
+        if self.tag_column is not None and self.tag_column == self.token_column:
+            bad.append(f"tag_column {self.tag_column} is also the token column")
+        if not isinstance(self.files, dict) or set(self.files) != set(SPLITS):
+            bad.append(f"files {self.files!r} (expected one file name each for {', '.join(SPLITS)})")
+        if bad:
+            raise ElmoInputError(f"{where}: data set {self.name!r}: bad " + "; bad ".join(bad))
+        return self
+
+
+def load_datasets(path: Optional[PathLike] = None) -> Dict[str, DatasetSpec]:
+    """The built-in data sets, plus (overriding them) those of the JSON file ``path`` (None: none).
+
+    Raises ElmoFileError / ElmoInputError naming the file and the bad entry or key.
+    """
+    specs: Dict[str, DatasetSpec] = {}
+    known = {f.name for f in fields(DatasetSpec)} - {"name"}
+    for source in [REGISTRY] + ([Path(path)] if path else []):
+        try:
+            entries = json.loads(Path(source).read_text(encoding="utf-8-sig"))
+        except OSError as exc:
+            raise ElmoFileError(f"{source}: cannot read the data set list ({exc.strerror or exc})") from exc
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ElmoInputError(f"{source}: not a JSON data set list ({exc})") from exc
+        if not isinstance(entries, dict) or not all(isinstance(e, dict) for e in entries.values()):
+            raise ElmoInputError(f"{source}: expected a JSON object of data set name -> object with {', '.join(sorted(known))}")
+        for name, entry in entries.items():
+            unknown = sorted(set(entry) - known)
+            missing = sorted({"format", "files", "task"} - set(entry))
+            if unknown or missing:
+                raise ElmoInputError(
+                    f"{source}: data set {name!r}: unknown keys {unknown} / missing keys {missing}; keys: {', '.join(sorted(known))}"
+                )
+            specs[name] = DatasetSpec(name, **entry).check(str(source))
+    return specs
+
+
+def resolve_dataset(name: str, datasets_file: Optional[PathLike] = None, **options) -> DatasetSpec:
+    """The spec of data set ``name`` (built in or from ``datasets_file``) with ``options`` (keys of
+    :class:`DatasetSpec`, None: not given) applied; a new data set needs at least ``format`` and ``task``.
+    """
+    given = {key: value for key, value in options.items() if value is not None}
+    specs = load_datasets(datasets_file)
+    if name in specs:
+        return replace(specs[name], **given).check("the command line")
+    if "format" not in given or "task" not in given:
+        raise ElmoInputError(
+            f"unknown data set {name!r}: known are {', '.join(specs)}; for your own give its format and task "
+            f"(--format {'|'.join(FORMATS)} --task {'|'.join(TASKS)}) or a --datasets-file entry"
+        )
+    given.setdefault("files", {split: split + "*" for split in SPLITS})
+    return DatasetSpec(name, **given).check("the command line")
+# ----------------------------------------------------------------------------------------- readers
+
+
+def _numbered_lines(path: Path, encoding: str) -> Iterator[Tuple[int, str]]:
+    """Yield (line number, line without its end) of ``path``; ConvertError naming the line when it is
+    not text in ``encoding`` (UTF-8: a leading byte-order mark is dropped)."""
+    codec = "utf-8-sig" if encoding.replace("_", "-").lower() in ("utf-8", "utf8") else encoding
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode(codec if number == 1 else encoding.replace("utf-8-sig", "utf-8"))
+            except UnicodeDecodeError as exc:
+                raise ConvertError(
+                    f"{path}:{number}: not {encoding} text (byte {raw[exc.start]:#04x} at column {exc.start + 1}); "
+                    "convert the file to UTF-8 or pass --encoding"
+                ) from exc
+            if "\x00" in line:
+                raise ConvertError(f"{path}:{number}: a NUL byte: this is not a text file")
+            yield number, line.rstrip("\r\n")
+
+
+def _numbered_blocks(path: Path, encoding: str) -> Iterator[List[Tuple[int, str]]]:
+    """Yield the blank-line-separated blocks of ``path`` as lists of (line number, line)."""
+    block: List[Tuple[int, str]] = []
+    for number, line in _numbered_lines(path, encoding):
+        if line.strip():
+            block.append((number, line))
+        elif block:
+            yield block
+            block = []
+    if block:
+        yield block
+
+
+def read_columns(path: Path, stats: "ConvertStats", spec: DatasetSpec, encoding: str) -> Iterator["Sentence"]:
+    """Yield the sentences of a column file.
+
+    path: the file; stats: counts dropped ``-DOCSTART-`` lines; spec: the columns and separator;
+    encoding: the file's text encoding. Every line must have as many columns as the file's first.
+    """
+    separator, n_columns = SEPARATORS[spec.separator], None
+    for block in _numbered_blocks(path, encoding):
+        sentence = Sentence([], [], [], path)
+        for number, line in block:
+            columns = line.split(separator)
+            if columns[0] == DOCSTART:
+                stats.skipped_lines += 1
+                continue
+            n_columns = n_columns or len(columns)
+            needed = max(spec.token_column, spec.tag_column or 2)
+            if len(columns) != n_columns or len(columns) < needed:
+                expected = n_columns if n_columns >= needed else f"at least {needed}"
+                raise ConvertError(
+                    f"{path}:{number}: expected {expected} {spec.separator}-separated columns, found {len(columns)}: {line!r}"
+                )
+            sentence.words.append(columns[spec.token_column - 1])
+            sentence.labels.append(columns[(spec.tag_column or n_columns) - 1])
+            sentence.lines.append(number)
+        if sentence.words:
+            yield sentence
+
+
+def read_conllu(path: Path, stats: "ConvertStats", spec: DatasetSpec, encoding: str) -> Iterator["Sentence"]:
+    """Yield the sentences of a CoNLL-U file, labelled with UPOS.
+
+    path: the file; stats: counts skipped multiword range lines and empty nodes; spec: unused (the
+    columns are CoNLL-U's); encoding: the file's text encoding.
+    """
+    for block in _numbered_blocks(path, encoding):
+        sentence = Sentence([], [], [], path)
+        for number, line in block:
+            if line.startswith("#"):
+                continue
+            columns = line.split("\t")
+            if len(columns) != 10:
+                raise ConvertError(f"{path}:{number}: expected 10 tab-separated CoNLL-U columns, found {len(columns)}")
+            if re.fullmatch(r"\d+-\d+|\d+\.\d+", columns[0]):
+                stats.skipped_lines += 1  # a multiword token range or an empty node
+                continue
+            if not columns[0].isdigit():
+                raise ConvertError(f"{path}:{number}: invalid CoNLL-U token id {columns[0]!r}")
+            sentence.words.append(columns[1])
+            sentence.labels.append(columns[3])
+            sentence.lines.append(number)
+        if sentence.words:
+            yield sentence
+
+
+READERS = {"columns": read_columns, "conllu": read_conllu}
 
 
 @dataclass
@@ -72,8 +258,8 @@ class ConvertStats:
     """What one conversion did.
 
     dataset/input/output: what was converted where; sentences/tokens: how many were written;
-    labels: count per entity/chunk label (span data sets) or per UPOS tag; scheme: the span tagging
-    scheme found (``iob1`` when some ``I-`` tag started an entity, else ``iob2``; None for POS);
+    labels: count per entity/chunk label (span data sets) or per tag; scheme: the span tagging scheme
+    found (``bilou``, ``iob1`` when some ``I-`` tag started an entity, else ``iob2``; None for tags);
     skipped_lines: token lines dropped (``-DOCSTART-``, CoNLL-U multiword ranges and empty nodes);
     truncated: whether ``max_sentences`` cut the file.
     """
@@ -98,78 +284,11 @@ class ConvertStats:
         )
 
 
-# ----------------------------------------------------------------------------------------- readers
-
-
-def _numbered_blocks(path: Path) -> Iterator[List[Tuple[int, str]]]:
-    """Yield the blank-line-separated blocks of ``path`` as lists of (line number, line)."""
-    block: List[Tuple[int, str]] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            line = line.rstrip("\r\n")
-            if line.strip():
-                block.append((number, line))
-            elif block:
-                yield block
-                block = []
-    if block:
-        yield block
-
-
-def read_columns(
-    path: Path, stats: ConvertStats, separator: Optional[str], n_columns: int, label_column: int
-) -> Iterator[Sentence]:
-    """Yield the sentences of a column file.
-
-    path: the file; stats: counts dropped ``-DOCSTART-`` lines; separator: the column separator
-    (None: any whitespace); n_columns: columns per line; label_column: the label's column (0-based).
-    """
-    for block in _numbered_blocks(path):
-        sentence = Sentence([], [], [], path)
-        for number, line in block:
-            columns = line.split(separator)
-            if columns[0] == DOCSTART:
-                stats.skipped_lines += 1
-                continue
-            if len(columns) != n_columns:
-                raise ConvertError(f"{path}:{number}: expected {n_columns} columns, found {len(columns)}: {line!r}")
-            sentence.words.append(columns[0])
-            sentence.labels.append(columns[label_column])
-            sentence.lines.append(number)
-        if sentence.words:
-            yield sentence
-
-
-def read_conllu(path: Path, stats: ConvertStats) -> Iterator[Sentence]:
-    """Yield the sentences of a CoNLL-U file, labelled with UPOS.
-
-    path: the file; stats: counts skipped multiword range lines and empty nodes.
-    """
-    for block in _numbered_blocks(path):
-        sentence = Sentence([], [], [], path)
-        for number, line in block:
-            if line.startswith("#"):
-                continue
-            columns = line.split("\t")
-            if len(columns) != 10:
-                raise ConvertError(f"{path}:{number}: expected 10 tab-separated CoNLL-U columns, found {len(columns)}")
-            if re.fullmatch(r"\d+-\d+|\d+\.\d+", columns[0]):
-                stats.skipped_lines += 1  # a multiword token range or an empty node
-                continue
-            if not columns[0].isdigit():
-                raise ConvertError(f"{path}:{number}: invalid CoNLL-U token id {columns[0]!r}")
-            sentence.words.append(columns[1])
-            sentence.labels.append(columns[3])
-            sentence.lines.append(number)
-        if sentence.words:
-            yield sentence
-
-
 # ------------------------------------------------------------------------------------- annotation
 
 
 def to_iob2(sentence: Sentence, scheme: str) -> Tuple[List[str], bool]:
-    """The sentence's span tags in BIO (IOB2), and whether an ``I-`` tag started an entity (IOB1).
+    """The sentence's IOB span tags in BIO (IOB2), and whether an ``I-`` tag started an entity (IOB1).
 
     sentence: tags in ``sentence.labels``; scheme: ``auto``/``iob1`` (accept I- starts and turn them
     into B-) or ``iob2`` (an I- start is an error). Raises :class:`ConvertError` on an invalid tag.
@@ -178,8 +297,8 @@ def to_iob2(sentence: Sentence, scheme: str) -> Tuple[List[str], bool]:
     i_started = False
     previous = "O"
     for index, tag in enumerate(sentence.labels):
-        if not SPAN_TAG.match(tag):
-            raise sentence.error(index, f"invalid tag {tag!r} (expected O, B-TYPE or I-TYPE)")
+        if tag[:2] not in ("B-", "I-") and tag != "O":
+            raise sentence.error(index, f"{tag} is a BILOU tag in a sentence read as {scheme}; use --scheme bilou or auto")
         if tag.startswith("I-") and previous[2:] != tag[2:]:
             if scheme == "iob2":
                 raise sentence.error(index, f"{tag} after {previous} is not valid BIO (IOB2); use --scheme iob1 or auto")
@@ -190,139 +309,173 @@ def to_iob2(sentence: Sentence, scheme: str) -> Tuple[List[str], bool]:
     return tags, i_started
 
 
+def check_biluo(sentence: Sentence) -> List[str]:
+    """The sentence's BILOU tags (IOBES ``E-``/``S-`` renamed ``L-``/``U-``); ConvertError at the
+    first tag that breaks the sequence (an entity must be ``U-`` or ``B-`` ``I-``* ``L-`` of one type)."""
+    tags = [{"E": "L", "S": "U"}.get(tag[0], tag[0]) + tag[1:] if tag != "O" else tag for tag in sentence.labels]
+    open_type = None
+    for index, tag in enumerate(tags + ["O"]):
+        inside = tag[:1] in ("I", "L")
+        if inside != (open_type is not None) or (inside and tag[2:] != open_type):
+            at = min(index, len(tags) - 1)
+            previous = tags[index - 1] if index else "the sentence start"
+            what = tag if index < len(tags) else "the sentence end"
+            raise sentence.error(at, f"{what} after {previous} is not valid BILOU")
+        open_type = tag[2:] if tag[:1] in ("B", "I") else None
+    return tags
+
+
+def _span_tags(sentence: Sentence, scheme: str) -> Tuple[List[str], str]:
+    """(BILOU tags, the scheme found) of a sentence of span tags; ConvertError on an invalid one."""
+    for index, tag in enumerate(sentence.labels):
+        if not SPAN_TAG.match(tag):
+            raise sentence.error(index, f"invalid tag {tag!r} (expected O, or B-, I-, L-, U-, E- or S- and a type)")
+    is_biluo = any(tag[:2] in ("L-", "U-", "E-", "S-") for tag in sentence.labels)
+    if scheme == "bilou" or (scheme == "auto" and is_biluo):
+        return check_biluo(sentence), "bilou"
+    tags, i_started = to_iob2(sentence, scheme)
+    return iob_to_biluo(tags), "iob1" if i_started else "iob2"
+
+
 def _new_doc(vocab: Vocab, sentence: Sentence, **attrs) -> Doc:
     """A Doc of the sentence's words, a space after each but the last; ``attrs`` go to ``Doc()``."""
     spaces = [True] * (len(sentence.words) - 1) + [False]
     return Doc(vocab, words=sentence.words, spaces=spaces, **attrs)
 
 
-def _span_annotator(tags_too: bool):
-    """An annotator setting ``doc.ents`` from span tags, and ``token.tag_`` to them when ``tags_too``."""
+def annotate(vocab: Vocab, sentence: Sentence, spec: DatasetSpec, scheme: str, stats: ConvertStats) -> Doc:
+    """The Doc of one sentence: entities from span tags (``ner``), tags (``tagger``; CoNLL-U: and UPOS).
 
-    def annotate(vocab: Vocab, sentence: Sentence, scheme: str, stats: ConvertStats) -> Doc:
-        tags, i_started = to_iob2(sentence, scheme)
-        doc = _new_doc(vocab, sentence, tags=tags if tags_too else None)
-        doc.ents = biluo_tags_to_spans(doc, iob_to_biluo(tags))
-        stats.labels.update(ent.label_ for ent in doc.ents)
-        if i_started or stats.scheme is None:
-            stats.scheme = "iob1" if i_started else "iob2"
-        return doc
-
-    return annotate
-
-
-def _annotate_pos(vocab: Vocab, sentence: Sentence, scheme: str, stats: ConvertStats) -> Doc:
-    """A Doc with ``pos_`` and ``tag_`` set to the UPOS tags (``scheme``: unused, POS has no spans)."""
-    for index, tag in enumerate(sentence.labels):
-        if tag not in UPOS:
-            raise sentence.error(index, f"invalid UPOS tag {tag!r}")
-    stats.labels.update(sentence.labels)
-    return _new_doc(vocab, sentence, pos=sentence.labels, tags=sentence.labels)
-
-
-@dataclass(frozen=True)
-class DatasetFormat:
-    """How to read and annotate one data set.
-
-    reader: (path, stats) -> Sentences; annotate: (vocab, sentence, scheme, stats) -> Doc; splits: split name -> file name pattern (a glob) inside the data set's folder.
+    vocab: the Doc's vocab; spec: the data set; scheme: for span tags (module docstring); stats: updated.
     """
-
-    reader: Callable[[Path, ConvertStats], Iterator[Sentence]]
-    annotate: Callable[[Vocab, Sentence, str, ConvertStats], Doc]
-    splits: Dict[str, str]
-
-
-def _txt_splits(dev: str) -> Dict[str, str]:
-    """``train.txt`` / ``dev`` / ``test.txt``; dev: the development file's name."""
-    return {"train": "train.txt", "dev": dev, "test": "test.txt"}
-
-
-DATASETS: Dict[str, DatasetFormat] = {
-    "conll2003": DatasetFormat(
-        partial(read_columns, separator=None, n_columns=4, label_column=3), _span_annotator(False), _txt_splits("valid.txt")
-    ),
-    "wnut16": DatasetFormat(
-        partial(read_columns, separator="\t", n_columns=2, label_column=1),
-        _span_annotator(False),
-        {"train": "train", "dev": "dev", "test": "test"},
-    ),
-    "conll2000": DatasetFormat(
-        partial(read_columns, separator=None, n_columns=3, label_column=2), _span_annotator(True), _txt_splits("dev.txt")
-    ),
-    "ud_ewt": DatasetFormat(read_conllu, _annotate_pos, {s: f"*-ud-{s}.conllu" for s in ("train", "dev", "test")}),
-}
+    if spec.task == "tagger":
+        if spec.format == "conllu":
+            for index, tag in enumerate(sentence.labels):
+                if tag not in UPOS:
+                    raise sentence.error(index, f"invalid UPOS tag {tag!r} (expected one of {' '.join(sorted(UPOS))})")
+        stats.labels.update(sentence.labels)
+        pos = sentence.labels if spec.format == "conllu" else None
+        return _new_doc(vocab, sentence, pos=pos, tags=sentence.labels)
+    biluo, found = _span_tags(sentence, scheme)
+    doc = _new_doc(vocab, sentence, tags=sentence.labels if spec.tags_too else None)
+    doc.ents = biluo_tags_to_spans(doc, biluo)
+    stats.labels.update(ent.label_ for ent in doc.ents)
+    if found != "iob2" or stats.scheme is None:
+        stats.scheme = found
+    return doc
 
 
 # ----------------------------------------------------------------------------------------- the API
 
 
-def _dataset_format(dataset: str) -> DatasetFormat:
-    if dataset not in DATASETS:
-        raise ValueError(f"unknown dataset {dataset!r}; known: {', '.join(DATASETS)}")
-    return DATASETS[dataset]
+def _spec(dataset: Union[str, DatasetSpec]) -> DatasetSpec:
+    return dataset if isinstance(dataset, DatasetSpec) else resolve_dataset(dataset)
+
+
+def check_count(value: Optional[int], option: str) -> Optional[int]:
+    """``value`` (a sentence count, 0 or None: all) as None or a positive int; ElmoInputError naming
+    ``option`` when it is negative or not an integer."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ElmoInputError(f"{option} must be a whole number of sentences, 0 or more (0: all), got {value!r}")
+    return value or None
+
+
+def check_output(path: Path, folder: bool) -> Path:
+    """``path``, or ElmoFileError when it cannot be written: a folder where a file is meant (or the
+    other way round), or a file where one of its parent folders would be."""
+    if path.exists() and path.is_dir() != folder:
+        raise ElmoFileError(f"{path}: exists and is a {'file' if folder else 'folder'}; give a {'folder' if folder else '.spacy file'}")
+    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise ElmoFileError(f"{path}: cannot be written: {blocking} is a file, not a folder")
+    return path
 
 
 def convert_file(
-    dataset: str, input_path: PathLike, output_path: PathLike, max_sentences: Optional[int] = None, scheme: str = "auto"
+    dataset: Union[str, DatasetSpec],
+    input_path: PathLike,
+    output_path: PathLike,
+    max_sentences: Optional[int] = None,
+    scheme: str = "auto",
+    encoding: str = "utf-8",
 ) -> ConvertStats:
     """Convert one file of ``dataset`` to a ``.spacy`` file and return what was done.
 
-    dataset: a key of :data:`DATASETS`; input_path: the file to read; output_path: the ``.spacy``
-    file to write (atomically; folders are created); max_sentences: keep only the first N sentences
-    (None: all); scheme: ``auto``, ``iob1`` or ``iob2`` for span tags (see the module docstring).
+    dataset: a data set name (built in) or a :class:`DatasetSpec`; input_path: the file to read;
+    output_path: the ``.spacy`` file to write (atomically; folders are created); max_sentences: keep
+    only the first N sentences (None or 0: all); scheme: ``auto``, ``iob1``, ``iob2`` or ``bilou``
+    for span tags (see the module docstring); encoding: the input's text encoding.
     """
-    fmt = _dataset_format(dataset)
+    spec = _spec(dataset)
     if scheme not in SCHEMES:
-        raise ValueError(f"unknown scheme {scheme!r}; use one of {', '.join(SCHEMES)}")
-    input_path, output_path = Path(input_path), Path(output_path)
+        raise ElmoInputError(f"unknown scheme {scheme!r}; use one of {', '.join(SCHEMES)}")
+    max_sentences = check_count(max_sentences, "max_sentences")
+    input_path, output_path = Path(input_path), check_output(Path(output_path), folder=False)
     if not input_path.is_file():
-        raise FileNotFoundError(f"{input_path}: no such file")
-    stats = ConvertStats(dataset, input_path, output_path)
-    sentences = fmt.reader(input_path, stats)
+        raise ElmoFileError(f"{input_path}: no such file")
+    stats = ConvertStats(spec.name, input_path, output_path)
+    sentences = READERS[spec.format](input_path, stats, spec, encoding)
     vocab, docbin = Vocab(), DocBin()
     for sentence in islice(sentences, max_sentences):
-        docbin.add(fmt.annotate(vocab, sentence, scheme, stats))
+        docbin.add(annotate(vocab, sentence, spec, scheme, stats))
         stats.sentences += 1
         stats.tokens += len(sentence.words)
+    if not stats.sentences:
+        what = "CoNLL-U sentences" if spec.format == "conllu" else "lines of token and tag columns"
+        raise ConvertError(f"{input_path}: no sentences found (expected {what}, sentences separated by blank lines)")
     stats.truncated = max_sentences is not None and next(sentences, None) is not None
     with atomic_write(output_path) as tmp:
         tmp.write_bytes(docbin.to_bytes())
     return stats
 
 
-def split_files(dataset: str, input_dir: PathLike) -> Dict[str, Path]:
+def split_files(dataset: Union[str, DatasetSpec], input_dir: PathLike) -> Dict[str, Path]:
     """The train/dev/test files of ``dataset`` in ``input_dir`` (split name -> path).
 
-    Raises FileNotFoundError naming the folder and pattern when a split's file is missing or ambiguous.
+    Raises ElmoFileError naming the folder, the expected name and the files found when a split's file
+    is missing or ambiguous.
     """
-    input_dir = Path(input_dir)
+    spec, input_dir = _spec(dataset), Path(input_dir)
+    if not input_dir.is_dir():
+        raise ElmoFileError(f"{input_dir}: no such folder")
     found = {}
-    for split, pattern in _dataset_format(dataset).splits.items():
-        matches = sorted(input_dir.glob(pattern))
+    for split in SPLITS:
+        pattern = spec.files[split]
+        matches = [Path(pattern)] if Path(pattern).is_absolute() else sorted(input_dir.glob(pattern))
+        matches = [m for m in matches if m.is_file()]
         if len(matches) != 1:
-            raise FileNotFoundError(f"{input_dir}: expected one file matching {pattern!r} for {split}, found {len(matches)}")
+            present = ", ".join(sorted(p.name for p in input_dir.iterdir())[:20]) or "none"
+            raise ElmoFileError(
+                f"{input_dir}: expected one file matching {pattern!r} for {split}, found {len(matches)} "
+                f"(files there: {present}); name the files with --train/--dev/--test"
+            )
         found[split] = matches[0]
     return found
 
 
 def convert_dataset(
-    dataset: str,
+    dataset: Union[str, DatasetSpec],
     input_dir: PathLike,
     output_dir: PathLike,
     max_sentences: Optional[int] = None,
     limit_train: Optional[int] = None,
     scheme: str = "auto",
+    encoding: str = "utf-8",
 ) -> Dict[str, ConvertStats]:
     """Convert the train/dev/test files of ``dataset`` to ``output_dir/{train,dev,test}.spacy``.
 
-    dataset: a key of :data:`DATASETS`; input_dir: the data set's folder (e.g. ``../shared/data/ud_ewt``);
-    output_dir: where to write; max_sentences: keep the first N sentences of every split (quick runs);
-    limit_train: keep the first N training sentences (the paper used 500 for POS); scheme: as in
-    :func:`convert_file`. Returns split name -> stats.
+    dataset: a data set name or :class:`DatasetSpec`; input_dir: the data set's folder (e.g.
+    ``../shared/data/ud_ewt``); output_dir: where to write; max_sentences: keep the first N sentences
+    of every split (quick runs); limit_train: keep the first N training sentences (the paper used 500
+    for POS); both None or 0: all; scheme, encoding: as in :func:`convert_file`. Returns split -> stats.
     """
-    limits = [n for n in (max_sentences, limit_train) if n is not None]
+    dataset = _spec(dataset)
+    limits = [n for n in (check_count(max_sentences, "max_sentences"), check_count(limit_train, "limit_train")) if n]
+    check_output(Path(output_dir), folder=True)
     results = {}
     for split, path in split_files(dataset, input_dir).items():
-        limit = min(limits, default=None) if split == "train" else max_sentences
-        results[split] = convert_file(dataset, path, Path(output_dir) / f"{split}.spacy", limit, scheme)
+        limit = min(limits, default=None) if split == "train" else check_count(max_sentences, "max_sentences")
+        results[split] = convert_file(dataset, path, Path(output_dir) / f"{split}.spacy", limit, scheme, encoding)
     return results

@@ -6,14 +6,21 @@ arguments); it must write its evaluation to ``{output}/metrics.json`` (keys: see
 
     {results_dir}/runs/{dataset}/{scheme}/seed{N}/
         log.txt          the command line, its stdout and stderr, its exit code and duration
-        metrics.json     written by the job; its presence marks the job as done (resume skips it)
+        metrics.json     written by the job, with the run's ``identity`` (``workflow.identity``)
+
+A job is done when its ``metrics.json`` exists and its identity is current: the command the grid
+would run now (``{output}`` left as a placeholder) equals the recorded one and every file the run
+recorded (corpus, config, biLM) is unchanged. Otherwise the old ``metrics.json`` is renamed
+``metrics.stale.json`` (so a failed rerun leaves no result that looks current) and the job reruns. The job learns its command from the ``SPACY_ELMO_MIX_RUN_COMMAND`` environment variable
+(``python -m spacy_elmo_mix run`` records it); a job that records no identity gets the command alone.
 
 Backends:
 
 * ``local`` (default): a pool of ``max_workers`` slots (default: the cores this process may use,
   ``os.sched_getaffinity``), each running one job as a subprocess with ``{output}`` = the run folder.
 * ``ray``: each job a Ray task (1 CPU) on the cluster of ``ray.init(address=...)`` (None: a new local
-  instance with ``max_workers`` CPUs). The task runs the command on its node with ``{output}`` = a
+  instance with ``max_workers`` CPUs); connecting that takes longer than ``connect_timeout`` seconds
+  fails with an error naming the address. The task runs the command on its node with ``{output}`` = a
   temporary folder; the log and every file left in that folder come back to the driver and are
   written into the run folder (``metrics.json`` last). Keep ``{output}`` for small files. Ray is an
   optional extra (``pip install spacy-elmo-mix[ray]``), imported only here.
@@ -24,24 +31,28 @@ metrics.json) is reported with its exit code and last log lines; the other jobs 
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
 import subprocess
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from ..atomic import atomic_write
+from ..atomic import atomic_write, write_text_atomic
+from .identity import COMMAND_ENV, stale_reason
 
 PathLike = Union[str, Path]
 MakeCommand = Callable[[str, str, int, str], Sequence[str]]
 SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 PLACEHOLDERS = ("dataset", "scheme", "seed", "output")
 TAIL_LINES = 15
+STALE_METRICS = "metrics.stale.json"
 
 
 @dataclass(frozen=True)
@@ -64,9 +75,9 @@ class Job:
 class JobResult:
     """How one job went.
 
-    job: the job; status: ``ok``, ``failed`` or ``skipped`` (metrics.json existed); returncode: the
-    command's exit code (None: skipped, or it never ran); seconds: wall time; message: why it failed;
-    log_tail: the last lines of its log.
+    job: the job; status: ``ok``, ``failed`` or ``skipped`` (an up-to-date metrics.json existed);
+    returncode: the command's exit code (None: skipped, or it never ran); seconds: wall time; message:
+    why it failed; log_tail: the last lines of its log; rerun: why an earlier result was out of date.
     """
 
     job: Job
@@ -75,6 +86,7 @@ class JobResult:
     seconds: float = 0.0
     message: str = ""
     log_tail: List[str] = field(default_factory=list)
+    rerun: str = ""
 
 
 @dataclass
@@ -95,7 +107,11 @@ class GridSummary:
 
     def format(self) -> str:
         """A report for people: the counts, then each failed job with its log's last lines."""
-        lines = [f"{len(self.results)} jobs: {self.count('ok')} ok, {self.count('skipped')} skipped (done before), {self.count('failed')} failed"]
+        reruns = sum(bool(r.rerun) for r in self.results)
+        lines = [
+            f"{len(self.results)} jobs: {self.count('ok')} ok, {self.count('skipped')} skipped (done before, up to date), "
+            f"{self.count('failed')} failed; {reruns} reran because their earlier result was out of date"
+        ]
         for result in self.failed:
             log = result.job.run_dir(self.results_dir) / "log.txt"
             lines.append(f"FAILED {result.job}: {result.message} (log: {log})")
@@ -137,13 +153,14 @@ class CommandTemplate:
 # ------------------------------------------------------------------------------------ running jobs
 
 
-def run_command(command: Sequence[str], log_path: Path, cwd: Optional[PathLike] = None) -> int:
+def run_command(command: Sequence[str], log_path: Path, cwd: Optional[PathLike] = None, identity: str = "") -> int:
     """Run ``command`` single-threaded with stdout and stderr into ``log_path``; return its exit code.
 
-    command: the arguments; log_path: the log to (over)write; cwd: the working folder (None: ours).
+    command: the arguments; log_path: the log to (over)write; cwd: the working folder (None: ours);
+    identity: the command as recorded in the run's identity (passed as ``SPACY_ELMO_MIX_RUN_COMMAND``).
     A command that cannot start (not found, not executable) logs why and returns 127.
     """
-    env = {**os.environ, **SINGLE_THREAD_ENV}
+    env = {**os.environ, **SINGLE_THREAD_ENV, COMMAND_ENV: identity}
     start = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
         log.write(f"$ {shlex.join(command)}\n")
@@ -173,6 +190,47 @@ def _judge(job: Job, run_dir: Path, code: int, seconds: float) -> JobResult:
     return JobResult(job, "ok", code, seconds)
 
 
+def identity_command(job: Job, make_command: MakeCommand) -> str:
+    """The job's command line with ``{output}`` left as a placeholder: what its identity records."""
+    try:
+        return shlex.join(make_command(job.dataset, job.scheme, job.seed, "{output}"))
+    except Exception as exc:  # a broken template fails the job when it runs; no identity to match
+        return f"<no command: {exc!r}>"
+
+
+def _read_identity(metrics: Path) -> Tuple[Optional[dict], object]:
+    """metrics.json's object (None: unreadable) and its ``identity`` (None: absent)."""
+    try:
+        data = json.loads(metrics.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None, None
+    return (data, data.get("identity")) if isinstance(data, dict) else (None, None)
+
+
+def _check_done(job: Job, make_command: MakeCommand, results_dir: Path) -> Tuple[bool, str]:
+    """(whether the job's result is current, why it is not); an out-of-date metrics.json is moved to
+    ``metrics.stale.json`` (kept for reference, never read as a result)."""
+    metrics = job.run_dir(results_dir) / "metrics.json"
+    if not metrics.exists():
+        return False, ""
+    reason = stale_reason(_read_identity(metrics)[1], identity_command(job, make_command))
+    if reason is None:
+        return True, ""
+    metrics.replace(metrics.with_name(STALE_METRICS))
+    return False, reason
+
+
+def _stamp_identity(result: JobResult, make_command: MakeCommand, results_dir: Path) -> JobResult:
+    """Give an ok job's metrics.json an identity (its command) when the job recorded none."""
+    metrics = result.job.run_dir(results_dir) / "metrics.json"
+    if result.status == "ok":
+        data, identity = _read_identity(metrics)
+        if data is not None and identity is None:
+            data["identity"] = {"command": identity_command(result.job, make_command), "files": {}, "seed": result.job.seed}
+            write_text_atomic(metrics, json.dumps(data, indent=2) + "\n")
+    return result
+
+
 def _run_local_job(job: Job, make_command: MakeCommand, results_dir: Path, cwd: Optional[PathLike]) -> JobResult:
     """Run one job here with ``{output}`` = its run folder."""
     run_dir = job.run_dir(results_dir)
@@ -182,7 +240,7 @@ def _run_local_job(job: Job, make_command: MakeCommand, results_dir: Path, cwd: 
         command = list(make_command(job.dataset, job.scheme, job.seed, str(run_dir.resolve())))
     except Exception as exc:  # a broken template or callable fails this job only
         return JobResult(job, "failed", None, 0.0, f"could not make the command: {exc!r}")
-    code = run_command(command, run_dir / "log.txt", cwd)
+    code = run_command(command, run_dir / "log.txt", cwd, identity_command(job, make_command))
     return _judge(job, run_dir, code, time.monotonic() - start)
 
 
@@ -209,7 +267,8 @@ def run_remote_job(job: Job, make_command: MakeCommand, cwd: Optional[str]) -> T
         output, log = Path(tmp) / "output", Path(tmp) / "log.txt"
         output.mkdir()
         start = time.monotonic()
-        code = run_command(list(make_command(job.dataset, job.scheme, job.seed, str(output))), log, cwd)
+        command = list(make_command(job.dataset, job.scheme, job.seed, str(output)))
+        code = run_command(command, log, cwd, identity_command(job, make_command))
         files = {str(p.relative_to(output)): p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()}
         return code, time.monotonic() - start, log.read_bytes(), files
 
@@ -240,17 +299,41 @@ def _import_ray():
     return ray
 
 
-def _ray_backend(jobs, make_command, results_dir, max_workers, cwd, address=None, runtime_env=None) -> Iterator[JobResult]:
+def _bounded(call: Callable[[], object], seconds: float, message: str) -> None:
+    """Run ``call`` in a daemon thread; RuntimeError(message) if it has not returned after ``seconds``
+    (its own exception is re-raised)."""
+    outcome: List[BaseException] = []
+
+    def target():
+        try:
+            call()
+        except BaseException as exc:  # handed to the caller below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise RuntimeError(message)
+    if outcome:
+        raise RuntimeError(f"{message.split(' within ')[0]}: {outcome[0]}") from outcome[0]
+
+
+def _ray_backend(
+    jobs, make_command, results_dir, max_workers, cwd, address=None, runtime_env=None, connect_timeout=60.0
+) -> Iterator[JobResult]:
     """Yield the results of ``jobs`` run as Ray tasks, as they finish; see the module docstring.
 
     address: the cluster (None: start a local instance with ``max_workers`` CPUs); runtime_env: Ray's
-    runtime environment for the tasks (e.g. ``{"working_dir": "."}`` to ship the project to a cluster).
+    runtime environment for the tasks (e.g. ``{"working_dir": "."}`` to ship the project to a cluster);
+    connect_timeout: seconds to wait for ``ray.init``.
     """
     ray = _import_ray()
     started_here = not ray.is_initialized()
     if started_here:
         local = {"num_cpus": max_workers, "include_dashboard": False} if address is None else {}
-        ray.init(address=address, runtime_env=runtime_env, log_to_driver=False, **local)
+        _bounded(lambda: ray.init(address=address, runtime_env=runtime_env, log_to_driver=False, **local), connect_timeout,
+                 f"could not connect to the Ray cluster at {address or 'a new local instance'} within {connect_timeout:g} s")
     remote = ray.remote(num_cpus=1, max_retries=0)(run_remote_job)
     try:
         pending = {remote.remote(job, make_command, cwd): job for job in jobs}
@@ -305,15 +388,17 @@ def run_grid(
     cwd: Optional[PathLike] = None,
     runtime_env: Optional[dict] = None,
     progress: bool = True,
+    connect_timeout: float = 60.0,
 ) -> GridSummary:
-    """Run every (dataset, scheme, seed) job whose ``metrics.json`` does not exist yet.
+    """Run every (dataset, scheme, seed) job without an up-to-date ``metrics.json`` (module docstring).
 
     datasets/schemes/seeds: the grid; make_command: ``(dataset, scheme, seed, output) -> args`` or a
     template string for :class:`CommandTemplate`; backend: ``local`` or ``ray``; results_dir: the
     results folder; max_workers: parallel jobs (local) or CPUs of a new local Ray instance (default:
     :func:`free_cores`); address: the Ray cluster (``ray`` only; None: a local instance); cwd: the
     jobs' working folder (local default: ours; ray default: the worker's); runtime_env: Ray's runtime
-    environment (``ray`` only); progress: show a tqdm bar. Returns the :class:`GridSummary`.
+    environment (``ray`` only); progress: show a tqdm bar; connect_timeout: seconds to wait for Ray to
+    connect (``ray`` only). Returns the :class:`GridSummary`.
     """
     from tqdm import tqdm
 
@@ -322,12 +407,17 @@ def run_grid(
     make_command = CommandTemplate(make_command) if isinstance(make_command, str) else make_command
     results_dir = Path(results_dir)
     jobs = grid_jobs(datasets, schemes, seeds)
-    done = {job: JobResult(job, "skipped") for job in jobs if (job.run_dir(results_dir) / "metrics.json").exists()}
+    done, reruns = {}, {}
+    for job in jobs:
+        current, reruns[job] = _check_done(job, make_command, results_dir)
+        if current:
+            done[job] = JobResult(job, "skipped")
     todo = [job for job in jobs if job not in done]
-    extra = {"address": address, "runtime_env": runtime_env} if backend == "ray" else {}
+    extra = {"address": address, "runtime_env": runtime_env, "connect_timeout": connect_timeout} if backend == "ray" else {}
     with tqdm(total=len(todo), desc="grid", unit="job", disable=not progress or not todo) as bar:
         for result in BACKENDS[backend](todo, make_command, results_dir, max_workers or free_cores(), cwd, **extra):
-            done[result.job] = result
+            result.rerun = reruns[result.job]
+            done[result.job] = _stamp_identity(result, make_command, results_dir)
             bar.update()
             bar.set_postfix(failed=sum(r.status == "failed" for r in done.values()))
     return GridSummary([done[job] for job in jobs], results_dir)

@@ -3,12 +3,16 @@ the test set and write ``metrics.json`` (the layout ``compare`` reads).
 
 The task per dataset: NER (``configs/ner.cfg``, F1 of entities) for ``conll2003``, ``wnut16`` and
 ``conll2000`` (chunks as spans); POS tagging (``configs/tagger.cfg``, accuracy) for ``ud_ewt``.
-The scheme is a column of the paper's Table 1 (``spacy-elmo-mix.PaperScheme.v1`` name), or
-``baseline``: the same task without ELMo (spaCy's hash embeddings, ``configs/*_baseline.cfg``).
+Any other data set names its task (``ner`` or ``tagger``). The scheme is a column of the paper's
+Table 1 (``spacy-elmo-mix.PaperScheme.v1`` name), or ``baseline``: the same task without ELMo
+(spaCy's hash embeddings, ``configs/*_baseline.cfg``). ``metrics.json`` records the run's identity
+(``spacy_elmo_mix.workflow.identity``): the grid's command, the resolved settings, and the sha256 of
+the corpus, config and biLM files.
 """
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -16,9 +20,14 @@ from pathlib import Path
 from typing import Dict, Optional, Union
 
 from ..atomic import write_text_atomic
+from ..errors import ElmoFileError, ElmoInputError
+from ..layers.scalar_mix import PAPER_SCHEMES
+from .convert import load_datasets
+from .identity import COMMAND_ENV, make_identity
 
 PathLike = Union[str, Path]
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+# The training configs, shipped as package data (the project's top-level ``configs`` links here).
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 @dataclass(frozen=True)
@@ -31,20 +40,33 @@ class Task:
     metric: str
 
 
-NER = Task("ner.cfg", "ner_baseline.cfg", "ner", "ents_f")
-TASKS: Dict[str, Task] = {
-    "conll2003": NER,
-    "wnut16": NER,
-    "conll2000": NER,
-    "ud_ewt": Task("tagger.cfg", "tagger_baseline.cfg", "tagger", "tag_acc"),
+TASK_KINDS: Dict[str, Task] = {
+    "ner": Task("ner.cfg", "ner_baseline.cfg", "ner", "ents_f"),
+    "tagger": Task("tagger.cfg", "tagger_baseline.cfg", "tagger", "tag_acc"),
 }
+# The task of each built-in data set (configs/datasets.json); any other data set is run with an explicit task.
+DATASET_TASKS: Dict[str, str] = {name: spec.task for name, spec in load_datasets().items()}
 BASELINE = "baseline"
+SCHEMES = (*PAPER_SCHEMES, BASELINE)
 
 
-def task_for(dataset: str) -> Task:
-    if dataset not in TASKS:
-        raise ValueError(f"Unknown dataset {dataset!r}; choose one of {', '.join(TASKS)}")
-    return TASKS[dataset]
+def task_for(dataset: str, task: Optional[str] = None) -> Task:
+    """The :class:`Task` of ``dataset``: ``task`` (``ner`` or ``tagger``) if given, else the built-in one's."""
+    kind = task or DATASET_TASKS.get(dataset)
+    if kind is None:
+        raise ElmoInputError(
+            f"dataset {dataset!r} is not built in ({', '.join(DATASET_TASKS)}): give its task (--task ner or --task tagger)"
+        )
+    if kind not in TASK_KINDS:
+        raise ElmoInputError(f"unknown task {kind!r}; choose one of {', '.join(TASK_KINDS)}")
+    return TASK_KINDS[kind]
+
+
+def check_scheme(scheme: str) -> str:
+    """``scheme`` if it is a paper scheme or ``baseline``; ElmoInputError listing them otherwise."""
+    if scheme not in SCHEMES:
+        raise ElmoInputError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+    return scheme
 
 
 def run_one(
@@ -65,6 +87,7 @@ def run_one(
     cache_dtype: str = "float16",
     batch_words: Optional[int] = None,
     config: Optional[str] = None,
+    task: Optional[str] = None,
 ) -> dict:
     """Train, evaluate on ``test.spacy`` and write ``output/metrics.json``; returns the metrics.
 
@@ -77,12 +100,14 @@ def run_one(
         fills it once per data set, so the runs do no biLM work); None: memory only.
     batch_words: words per training batch (a fixed size instead of the config's compounding one).
     config: a config file name in ``config_dir`` instead of the task's (e.g. ``ner_elmo_hash.cfg``).
+    task: ``ner`` or ``tagger``; needed for a data set that is not built in.
     """
     import spacy
     from spacy.cli.train import train
     from spacy.training import Corpus
 
-    task = task_for(dataset)
+    task = task_for(dataset, task)
+    check_scheme(scheme)
     output = Path(output)
     corpus = Path(corpus_dir) / dataset
     settings = {
@@ -104,14 +129,18 @@ def run_one(
             "components.elmo.model.cache_dtype": cache_dtype,
         })
     settings.update(overrides or {})
-    for key in ("paths.train", "paths.dev"):
-        if not Path(settings[key]).exists():
-            raise FileNotFoundError(f"{settings[key]} not found: run the convert step for {dataset} first")
+    for path in (settings["paths.train"], settings["paths.dev"], corpus / "test.spacy"):
+        if not Path(path).exists():
+            raise ElmoFileError(f"{path} not found: run the convert step for {dataset} first")
+    config = config or (task.baseline_config if scheme == BASELINE else task.config)
+    config_path = Path(config_dir) / config
+    if not config_path.is_file():
+        raise ElmoFileError(f"{config_path}: no such training config")
+    identity = _identity(settings, config_path, corpus, scheme, seed)
     output.mkdir(parents=True, exist_ok=True)
     (output / "train_log.jsonl").unlink(missing_ok=True)
     started = time.perf_counter()
-    config = config or (task.baseline_config if scheme == BASELINE else task.config)
-    train(Path(config_dir) / config, output / "training", overrides=settings, use_gpu=gpu_id)
+    train(config_path, output / "training", overrides=settings, use_gpu=gpu_id)
     train_seconds = time.perf_counter() - started
     nlp = spacy.load(output / "training" / "model-best")  # on the GPU train() selected, if any
     scores = nlp.evaluate(Corpus(corpus / "test.spacy")(nlp))
@@ -125,11 +154,24 @@ def run_one(
         "max_steps": int(max_steps),
         "config": config,
         "layer_weights": _layer_weights(nlp, task.component),
+        "identity": identity,
     }
     if not keep_model:
         shutil.rmtree(output / "training")
     write_text_atomic(output / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     return metrics
+
+
+def _identity(settings: Dict[str, object], config_path: Path, corpus: Path, scheme: str, seed: int) -> dict:
+    """The run's identity: the grid's command, the settings, and the files it reads (corpus, config, biLM)."""
+    files = [corpus / f"{split}.spacy" for split in ("train", "dev", "test")] + [config_path]
+    if scheme != BASELINE:
+        from ..default_model import default_model_files
+
+        bilm = [settings["paths.elmo_options"], settings["paths.elmo_weights"]]
+        files += [f for f in bilm if f and Path(str(f)).is_file()] if bilm[0] else list(default_model_files())
+    recorded = {key: value for key, value in settings.items() if key != "training.logger.path"}
+    return make_identity(os.environ.get(COMMAND_ENV) or None, {"config": config_path.name, **recorded}, files, seed)
 
 
 def _layer_weights(nlp, component: str) -> Dict[str, dict]:

@@ -1,0 +1,70 @@
+"""What produced a run: its identity, recorded in ``metrics.json`` and checked before trusting it.
+
+A run's identity is a JSON object::
+
+    {"command": "python -m spacy_elmo_mix run --dataset ... --output {output}",  # the filled grid command
+     "settings": {...},                  # the resolved training settings (config file name, overrides)
+     "files": {"/abs/corpus/train.spacy": "<sha256>", ...},   # every file the run read: corpus, config, biLM
+     "seed": 1}
+
+The grid reruns a job when the command it would run now differs from the recorded one, or when any
+recorded file's content changed; ``compare`` leaves out (and lists) runs whose files changed. Hashes
+are memoized per (path, size, mtime), so checking a grid of runs on the same files hashes each once.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Dict, Iterable, Optional, Tuple, Union
+
+PathLike = Union[str, Path]
+# The environment variable through which the grid tells a job the command it runs (its identity).
+COMMAND_ENV = "SPACY_ELMO_MIX_RUN_COMMAND"
+_HASHES: Dict[Tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: PathLike) -> Optional[str]:
+    """The sha256 of ``path``'s content (hex), or None when it is not a readable file."""
+    try:
+        stat = os.stat(path)
+        key = (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+        if key not in _HASHES:
+            digest = hashlib.sha256()
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            _HASHES[key] = digest.hexdigest()
+        return _HASHES[key]
+    except OSError:
+        return None
+
+
+def make_identity(command: Optional[str], settings: dict, files: Iterable[PathLike], seed: int) -> dict:
+    """A run's identity (see the module docstring).
+
+    command: the grid's filled command (None when run outside the grid); settings: the resolved
+    training settings (JSON-serializable); files: the files the run reads; seed: its random seed.
+    """
+    return {
+        "command": command,
+        "settings": settings,
+        "files": {str(Path(p).resolve()): file_sha256(p) for p in files},
+        "seed": int(seed),
+    }
+
+
+def stale_reason(identity: object, command: Optional[str] = None) -> Optional[str]:
+    """Why a recorded identity no longer matches (None: it is current).
+
+    identity: the ``identity`` object of a metrics.json (None or malformed: "no identity recorded");
+    command: the command the grid would run now (None: do not compare commands).
+    """
+    if not isinstance(identity, dict) or not isinstance(identity.get("files", {}), dict):
+        return "no identity recorded (run by an older version?)"
+    if command is not None and identity.get("command") != command:
+        return "its command changed"
+    for path, digest in identity.get("files", {}).items():
+        if file_sha256(path) != digest:
+            return f"{path} changed"
+    return None

@@ -1,0 +1,57 @@
+"""The cache command keys the docs training reads: after `cache`, a training run computes no ELMo layer."""
+from __future__ import annotations
+
+import json
+
+from spacy_elmo_mix.cli.cache import main as cache_cli
+from spacy_elmo_mix.cli.cache import unique_sentences
+from spacy_elmo_mix.workflow.convert import convert_dataset
+from spacy_elmo_mix.workflow.run import run_one
+
+
+def _cache_files(cache_dir):
+    return {p.relative_to(cache_dir): p.stat().st_size for p in cache_dir.rglob("*") if p.is_file()}
+
+
+def test_cache_holds_every_sequence_training_reads(tiny_model_files, data_dir, tmp_path):
+    corpus = tmp_path / "corpus" / "conll2003"
+    convert_dataset("conll2003", data_dir / "conll2003", corpus, max_sentences=25)
+    sequences = unique_sentences([corpus / "train.spacy"], 256)
+    assert ["BRUSSELS", "1996", "-", "08", "-", "22"] in sequences  # retokenized as training sees it
+    assert ["BRUSSELS", "1996-08-22"] not in sequences
+
+    options, weights = map(str, tiny_model_files)
+    cache_dir = tmp_path / "cache"
+    files = [str(corpus / f"{split}.spacy") for split in ("train", "dev", "test")]
+    assert cache_cli(["--options", options, "--weights", weights, "--cache-dir", str(cache_dir), *files]) == 0
+    before = _cache_files(cache_dir)
+    metrics = run_one(
+        "conll2003", "weighted", 1, tmp_path / "run", tmp_path / "corpus", options, weights, max_steps=4,
+        eval_frequency=2, cache_dir=str(cache_dir), overrides={"components.ner.model.tok2vec.width": 32},
+    )
+    assert 0.0 <= metrics["score"] <= 1.0
+    assert _cache_files(cache_dir) == before  # no entry added: every layer came from the cache
+    identity = json.loads((tmp_path / "run" / "metrics.json").read_text())["identity"]
+    assert str((corpus / "train.spacy").resolve()) in identity["files"] and options in "".join(identity["files"])
+
+
+def test_cache_command_reports_float16_overflow_in_one_line(tiny_model_files, tmp_path, monkeypatch, capsys):
+    import spacy
+    from spacy.tokens import DocBin
+
+    from spacy_elmo_mix.__main__ import main as cli
+    from spacy_elmo_mix.bilm.embedder import ElmoEmbedder
+
+    embed = ElmoEmbedder.embed_batch
+    monkeypatch.setattr(ElmoEmbedder, "embed_batch", lambda self, *a, **k: [x * 1e6 for x in embed(self, *a, **k)])
+    DocBin(docs=[spacy.blank("en")("Large values here .")]).to_disk(tmp_path / "a.spacy")
+    options, weights = map(str, tiny_model_files)
+    argv = ["cache", "--options", options, "--weights", weights, "--cache-dir", str(tmp_path / "cache")]
+    assert cli(argv + ["--report", str(tmp_path / "report.json"), str(tmp_path / "a.spacy")]) == 1
+    err = capsys.readouterr().err
+    last = err.splitlines()[-1]
+    assert "Traceback" not in err and last.startswith("error: ") and "cannot cache these layers as float16" in last
+    assert not (tmp_path / "report.json").exists()
+    assert cli(argv + ["--dtype", "float32", "--report", str(tmp_path / "report.json"), str(tmp_path / "a.spacy")]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["sentences"] == 1 and report["tokens"] == 4
