@@ -89,6 +89,13 @@ class Batch:
     lengths: Tensor
     n_predictions: int
 
+    def to(self, device: torch.device) -> "Batch":
+        """This batch with its tensors on ``device`` (itself when they are there already)."""
+        if self.char_ids.device == device:
+            return self
+        moved = {k: getattr(self, k).to(device) for k in ("char_ids", "forward_index", "backward_index", "forward_targets", "backward_targets")}
+        return Batch(**moved, batch_sizes=self.batch_sizes, lengths=self.lengths, n_predictions=self.n_predictions)
+
 
 def make_batch(examples: Sequence[np.ndarray], chars: np.ndarray, type_to_vocab: np.ndarray) -> Batch:
     """Pack ``examples`` (type-id arrays) with their markers and next-word targets.

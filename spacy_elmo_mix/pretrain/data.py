@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from .batches import char_table, make_examples
-from .corpus import DEFAULT_MAX_LINE_CHARS, read_corpus
+from .corpus import DEFAULT_ENCODING, DEFAULT_MAX_LINE_CHARS, expand_paths, read_corpus
 from .vocab import Vocabulary
 
 
@@ -41,16 +41,20 @@ def prepare_data(
     max_vocab: int = 40_000,
     vocab: Optional[Vocabulary] = None,
     max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
+    encoding: str = DEFAULT_ENCODING,
 ) -> TrainingData:
     """Read the text files, build (or reuse) the vocabulary and cut windows of ``max_len`` tokens.
 
     vocab: a fixed vocabulary (when resuming); otherwise built from the training files with
     ``min_count`` and ``max_vocab``.
     max_line_chars: longer lines are skipped with a warning.
+    encoding: the text files' encoding.
     """
-    train = read_corpus(train_paths, pretokenized=pretokenized, max_line_chars=max_line_chars)
+    train_paths, heldout_paths = expand_paths(train_paths), expand_paths(heldout_paths)
+    read = dict(pretokenized=pretokenized, max_line_chars=max_line_chars, encoding=encoding)
+    train = read_corpus(train_paths, **read)
     vocab = vocab or Vocabulary.build(train.types, train.type_counts(), min_count=min_count, max_size=max_vocab)
-    heldout = read_corpus(heldout_paths, pretokenized=pretokenized, max_line_chars=max_line_chars, types=train.types) if heldout_paths else None
+    heldout = read_corpus(heldout_paths, types=train.types, **read) if heldout_paths else None
     types = heldout.types if heldout else train.types
     summary = {
         "train_files": [str(p) for p in train_paths],

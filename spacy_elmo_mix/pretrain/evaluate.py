@@ -1,8 +1,8 @@
-"""Held-out perplexities of the language model and of a unigram baseline."""
+"""Held-out log-likelihoods of the language model and the perplexity of a unigram baseline."""
 from __future__ import annotations
 
 import math
-from typing import Dict, Sequence
+from typing import Dict, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -11,22 +11,28 @@ from .batches import make_batch
 from .model import LanguageModel
 
 
-def heldout_perplexity(
+def heldout_totals(
     model: LanguageModel, examples: Sequence[np.ndarray], chars: np.ndarray, type_to_vocab: np.ndarray, batch_size: int = 64
-) -> Dict[str, float]:
-    """Forward and backward perplexity of ``model`` on ``examples`` (dropout off, no gradients)."""
+) -> Tuple[float, float, int]:
+    """(forward NLL sum, backward NLL sum, predictions per direction) of ``model`` on ``examples``
+    (dropout off, no gradients, on the model's device); zeros for no examples.
+
+    chars, type_to_vocab: the data's character table and type -> vocabulary ids.
+    batch_size: examples per forward pass.
+    """
     was_training = model.training
+    device = next(model.parameters()).device
     model.eval()
     totals, n = [0.0, 0.0], 0
     with torch.no_grad():
         for start in range(0, len(examples), batch_size):
-            batch = make_batch(examples[start : start + batch_size], chars, type_to_vocab)
+            batch = make_batch(examples[start : start + batch_size], chars, type_to_vocab).to(device)
             forward, backward = model(batch)
             totals[0] += float(forward)
             totals[1] += float(backward)
             n += batch.n_predictions
     model.train(was_training)
-    return {"forward": math.exp(totals[0] / n), "backward": math.exp(totals[1] / n)}
+    return totals[0], totals[1], n
 
 
 def unigram_perplexity(train_examples: Sequence[np.ndarray], heldout_examples: Sequence[np.ndarray], type_to_vocab: np.ndarray, vocab_size: int) -> float:
