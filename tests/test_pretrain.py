@@ -10,6 +10,7 @@ import torch
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from spacy_elmo_mix.bilm import BiLMOptions, ElmoEmbedder, load_bilm
+from spacy_elmo_mix.__main__ import main as cli_main
 from spacy_elmo_mix.cli.pretrain import main as pretrain_main
 from spacy_elmo_mix.pretrain import TrainConfig, Trainer
 from spacy_elmo_mix.pretrain.batches import char_table, make_batch
@@ -131,8 +132,8 @@ def test_exported_files_reproduce_the_trainer_layers(corpus, tmp_path, n_layers)
 
 def test_cli_trains_resumes_and_exports(corpus, tmp_path, capsys):
     out = tmp_path / "cli"
-    common = [str(corpus[0]), "--heldout", str(corpus[1]), "--output", str(out), "--no-progress", "--min-count", "1"]
-    assert pretrain_main(common + SIZE_FLAGS + ["--max-steps", "3", "--batch-tokens", "200", "--export-layers", "1"]) == 0
+    common = [str(corpus[0]), "--heldout", str(corpus[1]), "--output", str(out), "--no-progress"]
+    assert pretrain_main(common + SIZE_FLAGS + ["--min-count", "1", "--max-steps", "3", "--batch-tokens", "200", "--export-layers", "1"]) == 0
     assert load_checkpoint(out / "checkpoint.pt")["position"]["step"] == 3
     assert pretrain_main(common + ["--resume", "--max-steps", "5"]) == 0
     assert load_checkpoint(out / "checkpoint.pt")["position"]["step"] == 5
@@ -144,7 +145,7 @@ def test_cli_trains_resumes_and_exports(corpus, tmp_path, capsys):
 
 
 def test_cli_resume_without_checkpoint_is_a_clear_error(corpus, tmp_path, capsys):
-    assert pretrain_main([str(corpus[0]), "--output", str(tmp_path / "none"), "--resume", "--no-progress"]) == 1
+    assert cli_main(["pretrain", str(corpus[0]), "--output", str(tmp_path / "none"), "--resume", "--no-progress"]) == 1
     assert "No checkpoint to resume from" in capsys.readouterr().err
 
 

@@ -16,6 +16,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from ..errors import ElmoInputError
 from .batches import epoch_plan, make_batch
 from .checkpoint import CHECKPOINT_NAME, restore_rng_states, rng_states, save_checkpoint
 from .config import TrainConfig
@@ -166,7 +167,7 @@ class Trainer:
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continue from a :meth:`state_dict` (the data must be the same as when it was saved)."""
         if state["data"] != self.data.fingerprint():
-            raise ValueError(f"The checkpoint was trained on other data ({state['data']}), not this corpus ({self.data.fingerprint()})")
+            raise ElmoInputError(f"The checkpoint was trained on other data ({state['data']}), not this corpus ({self.data.fingerprint()})")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
