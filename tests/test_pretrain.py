@@ -66,7 +66,7 @@ def test_a_few_steps_lower_the_loss(corpus, tmp_path):
     summary = trainer.train(progress=False)
     losses = np.array([(r[1] + r[2]) / 2 for r in trainer.history["train"]])
     assert losses[-5:].mean() < losses[:5].mean() - 0.5
-    unigram = unigram_perplexity(trainer.data.train, trainer.data.heldout, trainer.data.type_to_vocab, len(trainer.data.vocab))
+    unigram = unigram_perplexity(trainer.data.train_counts(), trainer.data.heldout_counts())
     assert summary["heldout_forward_ppl"] < unigram and summary["heldout_backward_ppl"] < unigram
 
 

@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="output directory (checkpoint, exported model, model card); must be empty unless --resume or --overwrite")
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint.pt (settings come from the checkpoint)")
     p.add_argument("--overwrite", action="store_true", help="train from scratch into a non-empty OUTPUT, replacing its model and checkpoint")
+    p.add_argument("--stream", action="store_true", help="read the corpus from disk every epoch instead of holding it in memory (corpora larger than memory; shuffles within pools of 100 batches)")
     p.add_argument("--pretokenized", action="store_true", help="split lines on whitespace instead of spaCy's tokenizer")
     p.add_argument("--encoding", default="utf-8", help="text encoding of the corpus files (utf-8; a byte-order mark is dropped)")
     p.add_argument("--max-line-chars", type=int, default=20_000, help="skip (and count) longer lines")
@@ -196,6 +197,7 @@ def _run(args: argparse.Namespace, cluster, notes: str) -> int:
     from ..pretrain.checkpoint import CHECKPOINT_NAME, load_checkpoint
     from ..pretrain.data import prepare_data
     from ..pretrain.model import LanguageModel
+    from ..pretrain.stream import StreamingData
     from ..pretrain.trainer import Trainer
     from ..pretrain.vocab import Vocabulary
 
@@ -207,7 +209,8 @@ def _run(args: argparse.Namespace, cluster, notes: str) -> int:
     options = _options(args, state)
     _check_export_layers(args.export_layers, options)
     vocab = Vocabulary(state["vocab"]) if state else (Vocabulary.load(args.vocab) if args.vocab else None)
-    data = prepare_data(
+    reader = StreamingData if args.stream else prepare_data
+    data = reader(
         args.train, args.heldout, config.max_len, args.pretokenized, args.min_count, args.max_vocab, vocab=vocab,
         max_line_chars=args.max_line_chars, encoding=args.encoding,
     )
@@ -288,7 +291,8 @@ def _export(args: argparse.Namespace, trainer, summary, notes: str) -> None:
     output, data = Path(args.output), trainer.data
     bilm = trainer.model.bilm
     export_model(bilm, data.vocab, output, n_layers=args.export_layers)
-    unigram = unigram_perplexity(data.train, data.heldout, data.type_to_vocab, len(data.vocab)) if data.heldout else None
+    train_counts = data.train_counts()
+    unigram = unigram_perplexity(train_counts, data.heldout_counts()) if data.heldout and train_counts is not None else None
     plot_training_curve(trainer.history, output / "training_curve.png", unigram)
     exported = args.export_layers or bilm.options.lstm.n_layers
     options = BiLMOptions.from_file(output / "options.json")

@@ -51,11 +51,11 @@ def epoch_plan(lengths: np.ndarray, tokens_per_batch: int, seed: int, epoch: int
     for start in range(0, len(order), pool):
         chunk = order[start : start + pool]
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
-        batches.extend(_cut(chunk, lengths[chunk] + 1, tokens_per_batch))
+        batches.extend(cut_batches(chunk, lengths[chunk] + 1, tokens_per_batch))
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def _cut(indices: np.ndarray, sizes: np.ndarray, budget: int) -> List[np.ndarray]:
+def cut_batches(indices: np.ndarray, sizes: np.ndarray, budget: int) -> List[np.ndarray]:
     """Consecutive groups of ``indices`` whose ``sizes`` sum to at most ``budget`` (at least one each)."""
     groups, start, total = [], 0, 0
     for i, size in enumerate(sizes):

@@ -131,7 +131,7 @@ def read_corpus(
     if not paths:
         raise CorpusError("No text files given")
     table = TypeTable(types)
-    tokenize = _whitespace_tokenizer() if pretokenized else _spacy_tokenizer()
+    tokenize = make_tokenizer(pretokenized)
     corpus = Corpus(types=table.types, sentences=[], sources=[str(p) for p in paths])
     for path in paths:
         skipped: Dict[str, int] = {}
@@ -215,6 +215,11 @@ def _check_text_file(path: Path) -> None:
 def _warn_skipped(path: Path, skipped: Dict[str, int]) -> None:
     for reason, n in skipped.items():
         warnings.warn(f"{path}: skipped {n} line(s): {reason}", stacklevel=3)
+
+
+def make_tokenizer(pretokenized: bool) -> Callable[[Iterable[str]], Iterator[List[str]]]:
+    """lines -> token lists: whitespace splitting (``pretokenized``) or spaCy's English tokenizer."""
+    return _whitespace_tokenizer() if pretokenized else _spacy_tokenizer()
 
 
 def _whitespace_tokenizer() -> Callable[[Iterable[str]], Iterator[List[str]]]:

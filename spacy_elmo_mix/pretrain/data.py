@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .batches import char_table, make_examples
+from .batches import Batch, char_table, epoch_plan, make_batch, make_examples
 from .corpus import DEFAULT_ENCODING, DEFAULT_MAX_LINE_CHARS, expand_paths, read_corpus
+from .evaluate import target_counts
 from .vocab import Vocabulary
 
 
@@ -26,6 +27,24 @@ class TrainingData:
     chars: np.ndarray
     type_to_vocab: np.ndarray
     summary: Dict[str, object]
+
+    def epoch_batches(self, tokens_per_batch: int, seed: int, epoch: int, start: int = 0) -> Iterator[List[np.ndarray]]:
+        """The global batches of ``epoch`` (see :func:`epoch_plan`) from batch ``start`` on."""
+        lengths = np.array([len(e) for e in self.train])
+        for indices in epoch_plan(lengths, tokens_per_batch, seed, epoch)[start:]:
+            yield [self.train[i] for i in indices]
+
+    def make_batch(self, examples: Sequence[np.ndarray]) -> Batch:
+        """The packed :class:`Batch` of ``examples`` (type-id arrays of this data)."""
+        return make_batch(examples, self.chars, self.type_to_vocab)
+
+    def train_counts(self) -> np.ndarray:
+        """Target occurrences of each vocabulary id in the training examples."""
+        return target_counts(self.train, self.type_to_vocab, len(self.vocab))
+
+    def heldout_counts(self) -> np.ndarray:
+        """Target occurrences of each vocabulary id in the held-out examples."""
+        return target_counts(self.heldout, self.type_to_vocab, len(self.vocab))
 
     def fingerprint(self) -> Dict[str, int]:
         """Numbers that must match when a run resumes on the same data."""

@@ -9,18 +9,17 @@ import contextlib
 import math
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from ..errors import ElmoInputError
-from .batches import epoch_plan, make_batch
 from .checkpoint import CHECKPOINT_NAME, restore_rng_states, rng_states, save_checkpoint
 from .config import TrainConfig
 from .data import TrainingData
+from .stream import StreamingData
 from .distributed import Cluster
 from .evaluate import heldout_totals
 from .model import LanguageModel
@@ -30,7 +29,7 @@ SMOOTHING = 0.98
 
 
 class Trainer:
-    """Trains a :class:`LanguageModel` on :class:`TrainingData`.
+    """Trains a :class:`LanguageModel` on :class:`TrainingData` (in memory) or :class:`StreamingData`.
 
     output_dir: where ``checkpoint.pt`` is written (by rank 0).
     cluster: this process's rank, the number of processes and the device (default: one CPU process).
@@ -40,7 +39,7 @@ class Trainer:
     """
 
     def __init__(
-        self, model: LanguageModel, data: TrainingData, config: TrainConfig, output_dir: Union[str, Path],
+        self, model: LanguageModel, data: Union[TrainingData, StreamingData], config: TrainConfig, output_dir: Union[str, Path],
         cluster: Cluster = Cluster(), bf16: Optional[bool] = None,
     ):
         self.cluster = cluster
@@ -56,7 +55,6 @@ class Trainer:
         self.step = self.epoch = self.batch_in_epoch = 0
         self.elapsed = 0.0
         self.history: Dict[str, List[List[float]]] = {"train": [], "heldout": []}
-        self._lengths = np.array([len(e) for e in data.train])
 
     @property
     def checkpoint_path(self) -> Path:
@@ -70,15 +68,16 @@ class Trainer:
         """
         self.model.train()
         session_start, elapsed_before = time.monotonic(), self.elapsed
-        plan = self._epoch_plan()
+        batches = self._batches()
         bar = tqdm(total=self.config.max_steps, initial=self.step, disable=not (progress and self.cluster.is_main), unit="step", dynamic_ncols=True, mininterval=5)
         meter = _Meter()
         while not self._done():
-            if self.batch_in_epoch >= len(plan):
+            examples = next(batches, None)
+            if examples is None:
                 self.epoch, self.batch_in_epoch = self.epoch + 1, 0
-                plan = self._epoch_plan()
+                batches = self._batches()
                 continue
-            forward, backward, n = self._train_step([self.data.train[i] for i in plan[self.batch_in_epoch]])
+            forward, backward, n = self._train_step(examples)
             self.batch_in_epoch += 1
             self.elapsed = elapsed_before + time.monotonic() - session_start
             self.history["train"].append([self.step, forward, backward, n, self.elapsed])
@@ -91,8 +90,9 @@ class Trainer:
         self.save()
         return self.summary()
 
-    def _epoch_plan(self) -> List[np.ndarray]:
-        return epoch_plan(self._lengths, self.config.tokens_per_batch, self.config.seed, self.epoch)
+    def _batches(self) -> Iterator[list]:
+        """The global batches of the current epoch from the current position on."""
+        return self.data.epoch_batches(self.config.tokens_per_batch, self.config.seed, self.epoch, start=self.batch_in_epoch)
 
     def _train_step(self, examples) -> Tuple[float, float, int]:
         """One optimizer step on the global batch ``examples`` (this rank computes its share);
@@ -101,7 +101,7 @@ class Trainer:
         local, weight = self.cluster.shard(examples), self.cluster.world_size / (2 * n)
         if not local:  # fewer examples than ranks: take part in the gradient average with weight 0
             local, weight = examples[:1], 0.0
-        batch = make_batch(local, self.data.chars, self.data.type_to_vocab).to(self.cluster.device)
+        batch = self.data.make_batch(local).to(self.cluster.device)
         with self._autocast():
             forward, backward = self.network(batch)
         self.optimizer.zero_grad(set_to_none=True)
@@ -138,7 +138,7 @@ class Trainer:
         if not self.data.heldout:
             return {}
         with self._autocast():
-            local = heldout_totals(self.model, self.cluster.shard(self.data.heldout), self.data.chars, self.data.type_to_vocab)
+            local = heldout_totals(self.model, self.cluster.shard(self.data.heldout), self.data.make_batch)
         forward, backward, n = self.cluster.sum(local)
         ppl = {"forward": math.exp(forward / n), "backward": math.exp(backward / n)}
         self.history["heldout"].append([self.step, ppl["forward"], ppl["backward"], self.elapsed])
