@@ -253,3 +253,10 @@ def test_bfloat16_training_path_lowers_the_loss(corpus, tmp_path):
     losses = np.array([(r[1] + r[2]) / 2 for r in trainer.history["train"]])
     assert losses[-5:].mean() < losses[:5].mean() - 0.5
     assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
+
+
+def test_cli_usage_errors_are_one_line(corpus, tmp_path, capsys):
+    code, err = run_cli([corpus[0], "--output", tmp_path / "o", "--max-steps", "many"], capsys)
+    assert code == 1 and "argument --max-steps: invalid int value: 'many'" in err and err.count("\n") == 1
+    code, err = run_cli([corpus[0]], capsys)
+    assert code == 1 and "the following arguments are required: --output" in err

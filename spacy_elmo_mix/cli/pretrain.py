@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ..pretrain.config import TrainConfig
 
     d = TrainConfig()
-    p = argparse.ArgumentParser(prog="python -m spacy_elmo_mix pretrain", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog="python -m spacy_elmo_mix pretrain", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("train", nargs="+", help="training text files or glob patterns (quoted), one sentence or paragraph per line; .gz files are decompressed")
     p.add_argument("--heldout", nargs="*", default=[], help="held-out text files (or patterns) for perplexity")
     p.add_argument("--output", required=True, help="output directory (checkpoint, exported model, model card); must be empty unless --resume or --overwrite")
@@ -83,6 +83,16 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--card-notes", help="a Markdown file appended to MODEL_CARD.md")
     out.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors (a non-integer, a missing --output) are the package's
+    one-line input errors (exit status 1), like every other bad setting."""
+
+    def error(self, message: str):
+        from ..errors import ElmoInputError
+
+        raise ElmoInputError(f"{message} (see python -m spacy_elmo_mix pretrain --help)")
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -15,13 +15,18 @@ CHECKPOINT_NAME = "checkpoint.pt"
 
 
 def rng_states() -> Dict[str, Any]:
-    """The states of torch's, numpy's and Python's global random generators."""
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    """The states of torch's (CPU and, when present, CUDA), numpy's and Python's global random generators."""
+    states = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
 
 
 def restore_rng_states(states: Dict[str, Any]) -> None:
-    """Undo :func:`rng_states`."""
+    """Undo :func:`rng_states` (the CUDA states only on a machine with as many CUDA devices)."""
     torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available() and len(states["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(states["cuda"])
     np.random.set_state(states["numpy"])
     random.setstate(states["python"])
 
