@@ -196,6 +196,7 @@ def test_cli_rejects_bad_settings_before_training(corpus, tmp_path, capsys, flag
     code, err = run_cli([corpus[0], "--output", out, "--no-progress", "--max-steps", "2"] + SIZE_FLAGS + extra + [flag, value], capsys)
     assert code == 1 and err.startswith("error: ") and message in err and err.count("\n") == 1, err
     assert not (out / "checkpoint.pt").exists() and not (out / "weights.hdf5").exists()
+    assert not out.exists() or flag in ("--vocab", "--export-layers"), "output created before the settings were checked"
 
 
 def test_cli_refuses_to_replace_a_trained_model_without_consent(corpus, tmp_path, capsys):

@@ -141,7 +141,11 @@ def _on_rank(exc: Exception, rank: int, world_size: Optional[int] = None) -> Exc
 def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """Every numeric option in range, and no option that would be ignored; an ElmoInputError naming it."""
     from ..errors import ElmoInputError
+    from ..pretrain.corpus import check_encoding
+    from ..pretrain.distributed import parse_device
 
+    parse_device(args.device)
+    check_encoding(args.encoding)
     for dest, low in AT_LEAST.items():
         value = getattr(args, dest)
         if value is not None and not low <= value <= MAX_SEED:
