@@ -117,7 +117,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ElmoMixError as exc:
         raise _on_rank(exc, cluster.rank, cluster.world_size) from None
     except RuntimeError as exc:
-        if not cluster.distributed:
+        if not (cluster.distributed and _lost_peer(exc)):
             raise
         raise _on_rank(ElmoMixError(f"training stopped: another process failed or left ({' '.join(str(exc).split())})"), cluster.rank, cluster.world_size) from None
     except KeyboardInterrupt:
@@ -125,6 +125,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 130
     distributed.stop(cluster)
     return code
+
+
+def _lost_peer(exc: RuntimeError) -> bool:
+    """Whether ``exc`` is a collective that failed because another process stopped (gloo raises a
+    plain RuntimeError naming the closed connection, nccl a DistError)."""
+    from torch.distributed import DistError
+
+    return isinstance(exc, DistError) or any(k in str(exc) for k in ("Connection closed by peer", "Connection reset by peer", "gloo", "NCCL"))
 
 
 def _on_rank(exc: Exception, rank: int, world_size: Optional[int] = None) -> Exception:
