@@ -261,3 +261,11 @@ def test_cli_usage_errors_are_one_line(corpus, tmp_path, capsys):
     assert code == 1 and "argument --max-steps: invalid int value: 'many'" in err and err.count("\n") == 1
     code, err = run_cli([corpus[0]], capsys)
     assert code == 1 and "the following arguments are required: --output" in err
+
+
+def test_cli_resume_from_a_foreign_checkpoint_is_a_clear_error(corpus, tmp_path, capsys):
+    out = tmp_path / "foreign"
+    out.mkdir()
+    torch.save({"model": {}}, out / "checkpoint.pt")
+    code, err = run_cli([corpus[0], "--output", out, "--resume", "--no-progress"], capsys)
+    assert code == 1 and "is not a pretraining checkpoint of this version: missing config, data" in err

@@ -12,6 +12,9 @@ from ..atomic import atomic_write
 from ..errors import ElmoFileError
 
 CHECKPOINT_NAME = "checkpoint.pt"
+CHECKPOINT_KEYS = frozenset(
+    {"model", "optimizer", "scheduler", "rng", "position", "elapsed_s", "history", "config", "options", "vocab", "data", "summary"}
+)
 
 
 def rng_states() -> Dict[str, Any]:
@@ -43,6 +46,10 @@ def load_checkpoint(path: Union[str, Path]) -> Dict[str, Any]:
     if not path.is_file():
         raise ElmoFileError(f"No checkpoint to resume from: {path} does not exist")
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # torch raises many types for truncated or foreign files
         raise ElmoFileError(f"Cannot read checkpoint {path} ({type(exc).__name__}: {exc})") from None
+    missing = sorted(CHECKPOINT_KEYS - set(state)) if isinstance(state, dict) else ["(not a dictionary)"]
+    if missing:
+        raise ElmoFileError(f"{path} is not a pretraining checkpoint of this version: missing {', '.join(missing)}")
+    return state
