@@ -131,3 +131,17 @@ def test_cli_reports_bad_input_without_a_traceback(tmp_path, capsys):
     assert cli_main(["pretrain", str(binary), "--output", str(tmp_path / "out"), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "data.bin" in err and "Traceback" not in err
+
+
+def test_a_huge_line_is_skipped_without_being_read_whole(tmp_path):
+    import tracemalloc
+
+    f = write(tmp_path / "one_line.txt", b"first line\n" + b"x" * 30_000_000 + b"\nlast line\n")
+    tracemalloc.start()
+    try:
+        with pytest.warns(UserWarning, match="skipped 1 line"):
+            corpus = read_corpus([f], pretokenized=True, max_line_chars=1000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert corpus.types[2:] == ["first", "line", "last"] and peak < 10_000_000, peak

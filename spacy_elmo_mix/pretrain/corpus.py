@@ -21,7 +21,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Sequence, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from ..errors import ElmoFileError
 BINARY_PROBE_BYTES = 8192
 DEFAULT_MAX_LINE_CHARS = 20_000
 DEFAULT_ENCODING = "utf-8"
+READ_CHUNK_BYTES = 1 << 20
 # Control characters other than tab, line feed, vertical tab, form feed and carriage return
 # (which are whitespace): text never contains them, binary data does.
 CONTROL_CHARS = re.compile("[\x00-\x08\x0e-\x1f\x7f]")
@@ -158,9 +159,9 @@ def read_lines(path: Path, max_line_chars: int, skipped: Dict[str, int], encodin
     _check_text_file(path)
     try:
         with _open_binary(path) as f:
-            for number, raw in enumerate(f, start=1):
-                line = _decode(raw, path, number, encoding)
-                if len(line) > max_line_chars:
+            for number, raw in enumerate(_raw_lines(f, 4 * max_line_chars + 2), start=1):
+                line = None if raw is None else _decode(raw, path, number, encoding)
+                if line is None or len(line) > max_line_chars:
                     key = f"longer than {max_line_chars} characters"
                     skipped[key] = skipped.get(key, 0) + 1
                     continue
@@ -175,6 +176,21 @@ def read_lines(path: Path, max_line_chars: int, skipped: Dict[str, int], encodin
                     yield line
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise CorpusError(f"Cannot read {path}: {exc}") from None
+
+
+def _raw_lines(f, limit: int) -> Iterator[Optional[bytes]]:
+    """The lines of the binary file ``f``; None for a line of more than ``limit`` bytes, which is
+    read in pieces and dropped, so that a file without line breaks never sits whole in memory."""
+    while True:
+        raw = f.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) <= limit or raw.endswith(b"\n"):
+            yield raw
+            continue
+        while raw and not raw.endswith(b"\n"):
+            raw = f.readline(READ_CHUNK_BYTES)
+        yield None
 
 
 def _decode(raw: bytes, path: Path, number: int, encoding: str) -> str:
