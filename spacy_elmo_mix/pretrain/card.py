@@ -41,7 +41,7 @@ def model_card(options: BiLMOptions, info: Dict[str, Any], notes: str = "") -> s
         "",
         "## Training",
         f"- {run['steps']:,} steps ({run['epoch']} full epoch(s) completed), {run['tokens_seen']:,} predicted tokens per direction, "
-        f"{run['elapsed_s'] / 60:.1f} minutes.",
+        f"{run['elapsed_s'] / 60:.1f} minutes{_where(run)}.",
         f"- Windows of at most {cfg['max_len']} tokens with `<S>`/`</S>`, zero initial state (as at inference); "
         f"about {cfg['tokens_per_batch']} tokens per batch; Adam, peak learning rate {cfg['lr']:g}, "
         f"{cfg['warmup_steps']} warmup steps then inverse square-root decay; dropout {cfg['dropout']:g}; "
@@ -76,3 +76,11 @@ def _fmt(value: Any) -> str:
 def _count(n) -> str:
     """``n`` with thousands separators; "uncounted" for None (a streamed corpus with a given vocabulary)."""
     return "uncounted" if n is None else f"{n:,}"
+
+
+def _where(run: Dict[str, Any]) -> str:
+    """", on N process(es) (device), X predicted tokens/s" for the last session, when known."""
+    if "processes" not in run:
+        return ""
+    rate = f", {run['tokens_per_s']:,.0f} predicted tokens/s" if run.get("tokens_per_s") else ""
+    return f" (last session: {run['processes']} process(es) on {run['device']}{rate})"
