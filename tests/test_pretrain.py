@@ -1,6 +1,7 @@
 """Pretraining: the loss goes down, resuming is exact, exported files reproduce the trainer's layers."""
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import torch
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from spacy_elmo_mix.bilm import BiLMOptions, ElmoEmbedder, load_bilm
+from spacy_elmo_mix.__main__ import main as cli_main
 from spacy_elmo_mix.cli.pretrain import main as pretrain_main
 from spacy_elmo_mix.pretrain import TrainConfig, Trainer
 from spacy_elmo_mix.pretrain.batches import char_table, make_batch
@@ -64,7 +66,7 @@ def test_a_few_steps_lower_the_loss(corpus, tmp_path):
     summary = trainer.train(progress=False)
     losses = np.array([(r[1] + r[2]) / 2 for r in trainer.history["train"]])
     assert losses[-5:].mean() < losses[:5].mean() - 0.5
-    unigram = unigram_perplexity(trainer.data.train, trainer.data.heldout, trainer.data.type_to_vocab, len(trainer.data.vocab))
+    unigram = unigram_perplexity(trainer.data.train_counts(), trainer.data.heldout_counts())
     assert summary["heldout_forward_ppl"] < unigram and summary["heldout_backward_ppl"] < unigram
 
 
@@ -131,8 +133,8 @@ def test_exported_files_reproduce_the_trainer_layers(corpus, tmp_path, n_layers)
 
 def test_cli_trains_resumes_and_exports(corpus, tmp_path, capsys):
     out = tmp_path / "cli"
-    common = [str(corpus[0]), "--heldout", str(corpus[1]), "--output", str(out), "--no-progress", "--min-count", "1"]
-    assert pretrain_main(common + SIZE_FLAGS + ["--max-steps", "3", "--batch-tokens", "200", "--export-layers", "1"]) == 0
+    common = [str(corpus[0]), "--heldout", str(corpus[1]), "--output", str(out), "--no-progress"]
+    assert pretrain_main(common + SIZE_FLAGS + ["--min-count", "1", "--max-steps", "3", "--batch-tokens", "200", "--export-layers", "1"]) == 0
     assert load_checkpoint(out / "checkpoint.pt")["position"]["step"] == 3
     assert pretrain_main(common + ["--resume", "--max-steps", "5"]) == 0
     assert load_checkpoint(out / "checkpoint.pt")["position"]["step"] == 5
@@ -144,7 +146,7 @@ def test_cli_trains_resumes_and_exports(corpus, tmp_path, capsys):
 
 
 def test_cli_resume_without_checkpoint_is_a_clear_error(corpus, tmp_path, capsys):
-    assert pretrain_main([str(corpus[0]), "--output", str(tmp_path / "none"), "--resume", "--no-progress"]) == 1
+    assert cli_main(["pretrain", str(corpus[0]), "--output", str(tmp_path / "none"), "--resume", "--no-progress"]) == 1
     assert "No checkpoint to resume from" in capsys.readouterr().err
 
 
@@ -155,3 +157,115 @@ def test_cli_takes_the_size_from_an_options_file(corpus, tmp_path):
     args = [str(corpus[0]), "--output", str(out), "--options", str(options), "--max-steps", "2", "--no-progress"]
     assert pretrain_main(args) == 0
     assert BiLMOptions.from_file(out / "options.json") == BiLMOptions.from_file(options)
+
+
+def run_cli(args, capsys) -> tuple:
+    """(exit status, stderr) of ``python -m spacy_elmo_mix pretrain ARGS`` run in this process."""
+    code = cli_main(["pretrain", *map(str, args)])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--max-steps", "-1", "--max-steps must be an integer of at least 1, got -1"),
+        ("--max-steps", "0", "--max-steps must be an integer of at least 1, got 0"),
+        ("--batch-tokens", "0", "--batch-tokens must be an integer of at least 1"),
+        ("--max-len", "0", "--max-len must be an integer of at least 1"),
+        ("--lstm-dim", "0", "--lstm-dim must be an integer of at least 1"),
+        ("--max-vocab", "3", "--max-vocab must be an integer of at least 4"),
+        ("--seed", "-5", "--seed must be an integer of at least 0"),
+        ("--eval-every", "-1", "--eval-every must be an integer of at least 0"),
+        ("--threads", "0", "--threads must be an integer of at least 1"),
+        ("--lr", "nan", "--lr must be a finite number above 0, got nan"),
+        ("--lr", "0", "--lr must be a finite number above 0"),
+        ("--max-minutes", "inf", "--max-minutes must be a finite number above 0"),
+        ("--clip-norm", "-1", "--clip-norm must be a finite number above 0"),
+        ("--dropout", "1", "--dropout must be at least 0 and below 1, got 1.0"),
+        ("--clip", "-3", "--clip must be a finite number of at least 0"),
+        ("--device", "tpu", "--device must be cpu, cuda or cuda:N, got 'tpu'"),
+        ("--encoding", "klingon", "Unknown text encoding 'klingon'"),
+        ("--vocab", "missing_vocab.txt", "Vocabulary file not found: missing_vocab.txt"),
+        ("--card-notes", "missing_notes.md", "--card-notes file not found: missing_notes.md"),
+        ("--export-layers", "2", "--export-layers 2: the model has only 1 LSTM layer(s)"),
+    ],
+)
+def test_cli_rejects_bad_settings_before_training(corpus, tmp_path, capsys, flag, value, message):
+    out = tmp_path / "out"
+    extra = ["--n-layers", "1"] if flag == "--export-layers" else []
+    code, err = run_cli([corpus[0], "--output", out, "--no-progress", "--max-steps", "2"] + SIZE_FLAGS + extra + [flag, value], capsys)
+    assert code == 1 and err.startswith("error: ") and message in err and err.count("\n") == 1, err
+    assert not (out / "checkpoint.pt").exists() and not (out / "weights.hdf5").exists()
+    assert not out.exists() or flag in ("--vocab", "--export-layers"), "output created before the settings were checked"
+
+
+def test_cli_refuses_to_replace_a_trained_model_without_consent(corpus, tmp_path, capsys):
+    out = tmp_path / "model"
+    args = [corpus[0], "--output", out, "--no-progress", "--max-steps", "2", "--min-count", "1"] + SIZE_FLAGS
+    assert run_cli(args, capsys)[0] == 0
+    weights = (out / "weights.hdf5").read_bytes()
+    code, err = run_cli(args, capsys)
+    assert code == 1 and "is not empty (MODEL_CARD.md, checkpoint.pt, options.json, training_curve.png, ...)" in err and "--overwrite" in err
+    assert (out / "weights.hdf5").read_bytes() == weights
+    assert run_cli(args + ["--overwrite", "--seed", "7"], capsys)[0] == 0
+    assert (out / "weights.hdf5").read_bytes() != weights
+    code, err = run_cli([corpus[0], "--output", out, "--resume", "--no-progress", "--lstm-dim", "64"], capsys)
+    assert code == 1 and "--lstm-dim cannot be given with it" in err
+    code, err = run_cli([corpus[0], "--output", out, "--resume", "--no-progress", "--lr", "0.5"], capsys)
+    assert code == 1 and "--lr 0.5 (checkpoint: 0.0015)" in err
+
+
+def test_cli_output_that_is_a_file_or_unwritable_fails_before_training(corpus, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x", encoding="utf-8")
+    code, err = run_cli([corpus[0], "--output", blocker, "--no-progress", "--max-steps", "2"] + SIZE_FLAGS, capsys)
+    assert code == 1 and "is a file, not a directory" in err
+    code, err = run_cli([corpus[0], "--output", blocker / "sub", "--no-progress", "--max-steps", "2"] + SIZE_FLAGS, capsys)
+    assert code == 1 and err.startswith("error: ") and "Traceback" not in err
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only folders: the permission case cannot be tested as root")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        code, err = run_cli([corpus[0], "--output", locked, "--no-progress", "--max-steps", "2"] + SIZE_FLAGS, capsys)
+    finally:
+        locked.chmod(0o755)
+    assert code == 1 and "is not writable" in err
+
+
+def test_cli_uses_a_given_vocabulary(corpus, tmp_path, capsys):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("<S>\n</S>\n<UNK>\nthe\ncat\n.\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert run_cli([corpus[0], "--output", out, "--no-progress", "--max-steps", "2", "--vocab", vocab] + SIZE_FLAGS, capsys)[0] == 0
+    assert (out / "vocab.txt").read_text(encoding="utf-8") == vocab.read_text(encoding="utf-8")
+    vocab.write_text("<S>\n</S>\n<UNK>\nthe\nthe\n", encoding="utf-8")
+    code, err = run_cli([corpus[0], "--output", tmp_path / "o2", "--no-progress", "--max-steps", "2", "--vocab", vocab] + SIZE_FLAGS, capsys)
+    assert code == 1 and "the word 'the' appears twice (entries 4 and 5)" in err
+
+
+def test_bfloat16_training_path_lowers_the_loss(corpus, tmp_path):
+    """The CUDA path's bfloat16 matrix products (run here on CPU): trains, weights stay float32."""
+    trainer = make_trainer(corpus, tmp_path / "run", max_steps=30)
+    trainer.bf16 = True
+    trainer.model.bilm.set_compute_dtype(torch.bfloat16)
+    trainer.train(progress=False)
+    losses = np.array([(r[1] + r[2]) / 2 for r in trainer.history["train"]])
+    assert losses[-5:].mean() < losses[:5].mean() - 0.5
+    assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
+
+
+def test_cli_usage_errors_are_one_line(corpus, tmp_path, capsys):
+    code, err = run_cli([corpus[0], "--output", tmp_path / "o", "--max-steps", "many"], capsys)
+    assert code == 1 and "argument --max-steps: invalid int value: 'many'" in err and err.count("\n") == 1
+    code, err = run_cli([corpus[0]], capsys)
+    assert code == 1 and "the following arguments are required: --output" in err
+
+
+def test_cli_resume_from_a_foreign_checkpoint_is_a_clear_error(corpus, tmp_path, capsys):
+    out = tmp_path / "foreign"
+    out.mkdir()
+    torch.save({"model": {}}, out / "checkpoint.pt")
+    code, err = run_cli([corpus[0], "--output", out, "--resume", "--no-progress"], capsys)
+    assert code == 1 and "is not a pretraining checkpoint of this version: missing config, data" in err

@@ -6,6 +6,7 @@ training needs around it (dropout between layers, an adaptive softmax shared by 
 from .corpus import Corpus, CorpusError, read_corpus
 from .vocab import Vocabulary
 from .config import TrainConfig
+from .stream import StreamingData
 from .trainer import Trainer
 
-__all__ = ["Corpus", "CorpusError", "read_corpus", "Vocabulary", "TrainConfig", "Trainer"]
+__all__ = ["Corpus", "CorpusError", "read_corpus", "Vocabulary", "TrainConfig", "Trainer", "StreamingData"]

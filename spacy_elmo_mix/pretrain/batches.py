@@ -51,11 +51,11 @@ def epoch_plan(lengths: np.ndarray, tokens_per_batch: int, seed: int, epoch: int
     for start in range(0, len(order), pool):
         chunk = order[start : start + pool]
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
-        batches.extend(_cut(chunk, lengths[chunk] + 1, tokens_per_batch))
+        batches.extend(cut_batches(chunk, lengths[chunk] + 1, tokens_per_batch))
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def _cut(indices: np.ndarray, sizes: np.ndarray, budget: int) -> List[np.ndarray]:
+def cut_batches(indices: np.ndarray, sizes: np.ndarray, budget: int) -> List[np.ndarray]:
     """Consecutive groups of ``indices`` whose ``sizes`` sum to at most ``budget`` (at least one each)."""
     groups, start, total = [], 0, 0
     for i, size in enumerate(sizes):
@@ -88,6 +88,13 @@ class Batch:
     backward_targets: Tensor
     lengths: Tensor
     n_predictions: int
+
+    def to(self, device: torch.device) -> "Batch":
+        """This batch with its tensors on ``device`` (itself when they are there already)."""
+        if self.char_ids.device == device:
+            return self
+        moved = {k: getattr(self, k).to(device) for k in ("char_ids", "forward_index", "backward_index", "forward_targets", "backward_targets")}
+        return Batch(**moved, batch_sizes=self.batch_sizes, lengths=self.lengths, n_predictions=self.n_predictions)
 
 
 def make_batch(examples: Sequence[np.ndarray], chars: np.ndarray, type_to_vocab: np.ndarray) -> Batch:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Union
 
+from ..atomic import write_text_atomic
 from ..bilm import BiLMOptions
 
 TOKENIZERS = {False: 'spaCy\'s English tokenizer (`spacy.blank("en")`)', True: "whitespace (pre-tokenized text)"}
@@ -32,15 +33,15 @@ def model_card(options: BiLMOptions, info: Dict[str, Any], notes: str = "") -> s
         f"- Exported LSTM layers: {info['exported_layers']} (of {info['trained_layers']} trained).",
         "",
         "## Data",
-        f"- Training: {data['train_lines']:,} lines, {data['train_tokens']:,} tokens from {', '.join(Path(p).name for p in data['train_files'])}.",
-        f"- Held-out: {data['heldout_lines']:,} lines, {data['heldout_tokens']:,} tokens from {', '.join(Path(p).name for p in data['heldout_files']) or 'none'}.",
+        f"- Training: {_count(data['train_lines'])} lines, {_count(data['train_tokens'])} tokens from {', '.join(Path(p).name for p in data['train_files'])}.",
+        f"- Held-out: {_count(data['heldout_lines'])} lines, {_count(data['heldout_tokens'])} tokens from {', '.join(Path(p).name for p in data['heldout_files']) or 'none'}.",
         f"- Tokenization: {TOKENIZERS[bool(data['pretokenized'])]}; "
         f"skipped lines: {data['skipped_lines'] or 'none'}.",
         f"- Softmax vocabulary: {data['vocab_size']:,} words (`vocab.txt`, `<S>`, `</S>`, `<UNK>` first); adaptive softmax shared by both directions.",
         "",
         "## Training",
         f"- {run['steps']:,} steps ({run['epoch']} full epoch(s) completed), {run['tokens_seen']:,} predicted tokens per direction, "
-        f"{run['elapsed_s'] / 60:.1f} minutes.",
+        f"{run['elapsed_s'] / 60:.1f} minutes{_where(run)}.",
         f"- Windows of at most {cfg['max_len']} tokens with `<S>`/`</S>`, zero initial state (as at inference); "
         f"about {cfg['tokens_per_batch']} tokens per batch; Adam, peak learning rate {cfg['lr']:g}, "
         f"{cfg['warmup_steps']} warmup steps then inverse square-root decay; dropout {cfg['dropout']:g}; "
@@ -64,10 +65,22 @@ def model_card(options: BiLMOptions, info: Dict[str, Any], notes: str = "") -> s
 
 
 def write_model_card(path: Union[str, Path], options: BiLMOptions, info: Dict[str, Any], notes: str = "") -> Path:
-    """Write :func:`model_card` to ``path``."""
-    Path(path).write_text(model_card(options, info, notes), encoding="utf-8")
-    return Path(path)
+    """Write :func:`model_card` to ``path`` (atomically)."""
+    return write_text_atomic(path, model_card(options, info, notes))
 
 
 def _fmt(value: Any) -> str:
     return "n/a" if value is None else f"{value:.1f}"
+
+
+def _count(n) -> str:
+    """``n`` with thousands separators; "uncounted" for None (a streamed corpus with a given vocabulary)."""
+    return "uncounted" if n is None else f"{n:,}"
+
+
+def _where(run: Dict[str, Any]) -> str:
+    """", on N process(es) (device), X predicted tokens/s" for the last session, when known."""
+    if "processes" not in run:
+        return ""
+    rate = f", {run['tokens_per_s']:,.0f} predicted tokens/s" if run.get("tokens_per_s") else ""
+    return f" (last session: {run['processes']} process(es) on {run['device']}{rate})"

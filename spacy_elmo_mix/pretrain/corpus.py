@@ -5,16 +5,23 @@ tokenizer (``spacy.blank("en")``) unless the text is pre-tokenized (split on whi
 distinct token string gets a type id; sentences are stored as ``int32`` arrays of type ids, which
 keeps a corpus of millions of tokens compact. Type ids 0 and 1 are the sentence markers.
 
-Bad input never reaches the training loop: a missing, empty or binary file, or a corpus without a
-single token, raises :class:`CorpusError` naming the file; lines with invalid UTF-8 bytes and
-overlong lines are skipped, counted and reported with a warning.
+Files are read in ``encoding`` (UTF-8 by default; a byte-order mark at the start of a file is
+dropped); ``.gz`` files are decompressed on the fly, and glob patterns name many files at once.
+
+Bad input never reaches the training loop: a missing, empty, binary or undecodable file, a line with
+NUL or other control characters, or a corpus without a single token raises :class:`CorpusError`
+naming the file (and line); overlong lines are skipped, counted and reported with a warning.
 """
 from __future__ import annotations
 
+import codecs
+import glob
+import gzip
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Sequence, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -23,6 +30,11 @@ from ..errors import ElmoFileError
 
 BINARY_PROBE_BYTES = 8192
 DEFAULT_MAX_LINE_CHARS = 20_000
+DEFAULT_ENCODING = "utf-8"
+READ_CHUNK_BYTES = 1 << 20
+# Control characters other than tab, line feed, vertical tab, form feed and carriage return
+# (which are whitespace): text never contains them, binary data does.
+CONTROL_CHARS = re.compile("[\x00-\x08\x0e-\x1f\x7f]")
 
 
 class CorpusError(ElmoFileError):
@@ -77,29 +89,55 @@ class TypeTable:
         return np.asarray(out, dtype=np.int32)
 
 
+def expand_paths(patterns: Sequence[Union[str, Path]]) -> List[Path]:
+    """The files named by ``patterns``: plain paths as given, glob patterns (``*``, ``?``, ``[``,
+    ``**``) expanded in sorted order; a pattern that matches no file is a :class:`CorpusError`."""
+    paths: List[Path] = []
+    for pattern in patterns:
+        text = str(pattern)
+        if glob.has_magic(text):
+            matches = sorted(p for p in glob.glob(text, recursive=True) if Path(p).is_file())
+            if not matches:
+                raise CorpusError(f"No text file matches the pattern {text!r}")
+            paths.extend(Path(p) for p in matches)
+        else:
+            paths.append(Path(text))
+    return paths
+
+
+def check_encoding(encoding: str) -> str:
+    """The canonical name of ``encoding``; a :class:`CorpusError` for an unknown one."""
+    try:
+        return codecs.lookup(encoding).name
+    except LookupError:
+        raise CorpusError(f"Unknown text encoding {encoding!r} (e.g. utf-8, latin-1, cp1252)") from None
+
+
 def read_corpus(
     paths: Sequence[Union[str, Path]],
     pretokenized: bool = False,
     max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
     types: Sequence[str] = (BOS_TOKEN, EOS_TOKEN),
+    encoding: str = DEFAULT_ENCODING,
 ) -> Corpus:
     """Read and tokenize ``paths`` into a :class:`Corpus`.
 
+    paths: text files (``.gz`` ones are decompressed) or glob patterns.
     pretokenized: split lines on whitespace instead of running spaCy's tokenizer.
     max_line_chars: longer lines are skipped (counted, with a warning).
     types: an existing type table to extend (e.g. the training corpus's, for held-out text).
+    encoding: the files' text encoding (a UTF-8 byte-order mark is dropped).
     """
+    paths, encoding = expand_paths(paths), check_encoding(encoding)
     if not paths:
         raise CorpusError("No text files given")
     table = TypeTable(types)
-    tokenize = _whitespace_tokenizer() if pretokenized else _spacy_tokenizer()
+    tokenize = make_tokenizer(pretokenized)
     corpus = Corpus(types=table.types, sentences=[], sources=[str(p) for p in paths])
     for path in paths:
-        path = Path(path)
         skipped: Dict[str, int] = {}
         before = len(corpus.sentences)
-        lines = _read_lines(path, max_line_chars, skipped)
-        for tokens in tokenize(lines):
+        for tokens in tokenize(read_lines(path, max_line_chars, skipped, encoding)):
             if tokens:
                 corpus.sentences.append(table.encode(tokens))
         _warn_skipped(path, skipped)
@@ -112,23 +150,65 @@ def read_corpus(
     return corpus
 
 
-def _read_lines(path: Path, max_line_chars: int, skipped: Dict[str, int]) -> Iterator[str]:
-    """Yield the stripped, non-empty, decodable lines of ``path``; count the skipped ones."""
+def read_lines(path: Path, max_line_chars: int, skipped: Dict[str, int], encoding: str = DEFAULT_ENCODING) -> Iterator[str]:
+    """Yield the stripped, non-empty lines of ``path``; count the overlong (skipped) ones.
+
+    A line that cannot be decoded in ``encoding`` or holds control characters (binary data) raises
+    :class:`CorpusError` naming ``path:line``.
+    """
     _check_text_file(path)
-    with path.open("rb") as f:
-        for raw in f:
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                skipped["invalid UTF-8"] = skipped.get("invalid UTF-8", 0) + 1
-                continue
-            if len(line) > max_line_chars:
-                key = f"longer than {max_line_chars} characters"
-                skipped[key] = skipped.get(key, 0) + 1
-                continue
-            line = line.strip()
-            if line:
-                yield line
+    try:
+        with _open_binary(path) as f:
+            for number, raw in enumerate(_raw_lines(f, 4 * max_line_chars + 2), start=1):
+                line = None if raw is None else _decode(raw, path, number, encoding)
+                if line is None or len(line) > max_line_chars:
+                    key = f"longer than {max_line_chars} characters"
+                    skipped[key] = skipped.get(key, 0) + 1
+                    continue
+                bad = CONTROL_CHARS.search(line)
+                if bad:
+                    raise CorpusError(
+                        f"{path}:{number}: control character U+{ord(bad.group()):04X} at column {bad.start() + 1}: "
+                        "binary data, not text"
+                    )
+                line = line.strip()
+                if line:
+                    yield line
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise CorpusError(f"Cannot read {path}: {exc}") from None
+
+
+def _raw_lines(f, limit: int) -> Iterator[Optional[bytes]]:
+    """The lines of the binary file ``f``; None for a line of more than ``limit`` bytes, which is
+    read in pieces and dropped, so that a file without line breaks never sits whole in memory."""
+    while True:
+        raw = f.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) <= limit or raw.endswith(b"\n"):
+            yield raw
+            continue
+        while raw and not raw.endswith(b"\n"):
+            raw = f.readline(READ_CHUNK_BYTES)
+        yield None
+
+
+def _decode(raw: bytes, path: Path, number: int, encoding: str) -> str:
+    """``raw`` decoded; a UTF-8 byte-order mark on the first line is dropped."""
+    if number == 1 and raw.startswith(codecs.BOM_UTF8) and encoding == "utf-8":
+        raw = raw[len(codecs.BOM_UTF8):]
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise CorpusError(
+            f"{path}:{number}: not valid {encoding} text (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line); "
+            "convert the file to UTF-8 or give its --encoding"
+        ) from None
+
+
+def _open_binary(path: Path):
+    """``path`` opened for reading bytes, decompressed when its name ends in ``.gz``."""
+    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
 
 
 def _check_text_file(path: Path) -> None:
@@ -138,9 +218,9 @@ def _check_text_file(path: Path) -> None:
     if not path.is_file():
         raise CorpusError(f"Not a file: {path}")
     try:
-        with path.open("rb") as f:
+        with _open_binary(path) as f:
             head = f.read(BINARY_PROBE_BYTES)
-    except OSError as exc:
+    except (OSError, EOFError) as exc:
         raise CorpusError(f"Cannot read text file {path}: {exc}") from None
     if not head.strip():
         raise CorpusError(f"Text file {path} is empty")
@@ -151,6 +231,11 @@ def _check_text_file(path: Path) -> None:
 def _warn_skipped(path: Path, skipped: Dict[str, int]) -> None:
     for reason, n in skipped.items():
         warnings.warn(f"{path}: skipped {n} line(s): {reason}", stacklevel=3)
+
+
+def make_tokenizer(pretokenized: bool) -> Callable[[Iterable[str]], Iterator[List[str]]]:
+    """lines -> token lists: whitespace splitting (``pretokenized``) or spaCy's English tokenizer."""
+    return _whitespace_tokenizer() if pretokenized else _spacy_tokenizer()
 
 
 def _whitespace_tokenizer() -> Callable[[Iterable[str]], Iterator[List[str]]]:

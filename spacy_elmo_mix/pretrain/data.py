@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .batches import char_table, make_examples
-from .corpus import DEFAULT_MAX_LINE_CHARS, read_corpus
+from .batches import Batch, char_table, epoch_plan, make_batch, make_examples
+from .corpus import DEFAULT_ENCODING, DEFAULT_MAX_LINE_CHARS, expand_paths, read_corpus
+from .evaluate import target_counts
 from .vocab import Vocabulary
 
 
@@ -27,6 +28,24 @@ class TrainingData:
     type_to_vocab: np.ndarray
     summary: Dict[str, object]
 
+    def epoch_batches(self, tokens_per_batch: int, seed: int, epoch: int, start: int = 0) -> Iterator[List[np.ndarray]]:
+        """The global batches of ``epoch`` (see :func:`epoch_plan`) from batch ``start`` on."""
+        lengths = np.array([len(e) for e in self.train])
+        for indices in epoch_plan(lengths, tokens_per_batch, seed, epoch)[start:]:
+            yield [self.train[i] for i in indices]
+
+    def make_batch(self, examples: Sequence[np.ndarray]) -> Batch:
+        """The packed :class:`Batch` of ``examples`` (type-id arrays of this data)."""
+        return make_batch(examples, self.chars, self.type_to_vocab)
+
+    def train_counts(self) -> np.ndarray:
+        """Target occurrences of each vocabulary id in the training examples."""
+        return target_counts(self.train, self.type_to_vocab, len(self.vocab))
+
+    def heldout_counts(self) -> np.ndarray:
+        """Target occurrences of each vocabulary id in the held-out examples."""
+        return target_counts(self.heldout, self.type_to_vocab, len(self.vocab))
+
     def fingerprint(self) -> Dict[str, int]:
         """Numbers that must match when a run resumes on the same data."""
         return {"train_examples": len(self.train), "train_tokens": int(sum(len(e) for e in self.train)), "vocab_size": len(self.vocab)}
@@ -41,16 +60,20 @@ def prepare_data(
     max_vocab: int = 40_000,
     vocab: Optional[Vocabulary] = None,
     max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
+    encoding: str = DEFAULT_ENCODING,
 ) -> TrainingData:
     """Read the text files, build (or reuse) the vocabulary and cut windows of ``max_len`` tokens.
 
     vocab: a fixed vocabulary (when resuming); otherwise built from the training files with
     ``min_count`` and ``max_vocab``.
     max_line_chars: longer lines are skipped with a warning.
+    encoding: the text files' encoding.
     """
-    train = read_corpus(train_paths, pretokenized=pretokenized, max_line_chars=max_line_chars)
+    train_paths, heldout_paths = expand_paths(train_paths), expand_paths(heldout_paths)
+    read = dict(pretokenized=pretokenized, max_line_chars=max_line_chars, encoding=encoding)
+    train = read_corpus(train_paths, **read)
     vocab = vocab or Vocabulary.build(train.types, train.type_counts(), min_count=min_count, max_size=max_vocab)
-    heldout = read_corpus(heldout_paths, pretokenized=pretokenized, max_line_chars=max_line_chars, types=train.types) if heldout_paths else None
+    heldout = read_corpus(heldout_paths, types=train.types, **read) if heldout_paths else None
     types = heldout.types if heldout else train.types
     summary = {
         "train_files": [str(p) for p in train_paths],

@@ -1,49 +1,52 @@
-"""Held-out perplexities of the language model and of a unigram baseline."""
+"""Held-out log-likelihoods of the language model and the perplexity of a unigram baseline."""
 from __future__ import annotations
 
 import math
-from typing import Dict, Sequence
+from typing import Callable, Sequence, Tuple
 
 import numpy as np
 import torch
 
-from .batches import make_batch
+from .batches import Batch
 from .model import LanguageModel
 
 
-def heldout_perplexity(
-    model: LanguageModel, examples: Sequence[np.ndarray], chars: np.ndarray, type_to_vocab: np.ndarray, batch_size: int = 64
-) -> Dict[str, float]:
-    """Forward and backward perplexity of ``model`` on ``examples`` (dropout off, no gradients)."""
+def heldout_totals(model: LanguageModel, examples: Sequence, make_batch: Callable[[Sequence], Batch], batch_size: int = 64) -> Tuple[float, float, int]:
+    """(forward NLL sum, backward NLL sum, predictions per direction) of ``model`` on ``examples``
+    (dropout off, no gradients, on the model's device); zeros for no examples.
+
+    make_batch: the data's batch maker (examples -> :class:`Batch`).
+    batch_size: examples per forward pass.
+    """
     was_training = model.training
+    device = next(model.parameters()).device
     model.eval()
     totals, n = [0.0, 0.0], 0
     with torch.no_grad():
         for start in range(0, len(examples), batch_size):
-            batch = make_batch(examples[start : start + batch_size], chars, type_to_vocab)
+            batch = make_batch(examples[start : start + batch_size]).to(device)
             forward, backward = model(batch)
             totals[0] += float(forward)
             totals[1] += float(backward)
             n += batch.n_predictions
     model.train(was_training)
-    return {"forward": math.exp(totals[0] / n), "backward": math.exp(totals[1] / n)}
+    return totals[0], totals[1], n
 
 
-def unigram_perplexity(train_examples: Sequence[np.ndarray], heldout_examples: Sequence[np.ndarray], type_to_vocab: np.ndarray, vocab_size: int) -> float:
+def unigram_perplexity(train_counts: np.ndarray, heldout_counts: np.ndarray) -> float:
     """Perplexity on held-out text of add-one unigram word frequencies from the training text.
 
-    Counts the same predictions as the language model: every word (``<UNK>`` for rare ones) and one
-    end marker per example; the backward direction's start marker has the same count, so one number
-    serves both directions.
+    train_counts, heldout_counts: occurrences of each vocabulary id as a prediction target (every
+    word, ``<UNK>`` for rare ones, and one end marker per example), as :func:`target_counts` gives.
+    The backward direction's start marker has the same count, so one number serves both directions.
     """
-    counts = _target_counts(train_examples, type_to_vocab, vocab_size) + 1.0
-    log_probs = np.log(counts / counts.sum())
-    heldout = _target_counts(heldout_examples, type_to_vocab, vocab_size)
-    return math.exp(-float((heldout * log_probs).sum()) / float(heldout.sum()))
+    log_probs = np.log((train_counts + 1.0) / (train_counts + 1.0).sum())
+    return math.exp(-float((heldout_counts * log_probs).sum()) / float(heldout_counts.sum()))
 
 
-def _target_counts(examples: Sequence[np.ndarray], type_to_vocab: np.ndarray, vocab_size: int) -> np.ndarray:
-    words = type_to_vocab[np.concatenate(examples)] if examples else np.zeros(0, np.int64)
+def target_counts(examples: Sequence[np.ndarray], type_to_vocab: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Occurrences of each vocabulary id among the targets of ``examples`` (type-id arrays)."""
+    words = type_to_vocab[np.concatenate(examples)] if len(examples) else np.zeros(0, np.int64)
     counts = np.bincount(words, minlength=vocab_size).astype(np.float64)
     counts[1] += len(examples)  # one </S> per example
     return counts

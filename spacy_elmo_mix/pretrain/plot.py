@@ -5,6 +5,8 @@ import math
 from pathlib import Path
 from typing import Dict, List, Optional, Union
 
+from ..atomic import atomic_write
+
 WINDOW = 50
 
 
@@ -33,7 +35,8 @@ def plot_training_curve(history: Dict[str, List[List[float]]], path: Union[str, 
     ax.grid(alpha=0.3, which="both")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
+    with atomic_write(path) as tmp:
+        fig.savefig(tmp, format="png")
     plt.close(fig)
     return Path(path)
 

@@ -1,20 +1,27 @@
-"""The training loop: steps, progress, held-out evaluation, checkpoints and exact resumption."""
+"""The training loop: steps, progress, held-out evaluation, checkpoints and exact resumption.
+
+On several processes (``torchrun``) the model is wrapped in ``DistributedDataParallel`` and every
+rank trains on its share of each global batch (see :mod:`.distributed`); only rank 0 writes.
+"""
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-import numpy as np
 import torch
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from .batches import epoch_plan, make_batch
+from ..errors import ElmoInputError
 from .checkpoint import CHECKPOINT_NAME, restore_rng_states, rng_states, save_checkpoint
 from .config import TrainConfig
 from .data import TrainingData
-from .evaluate import heldout_perplexity
+from .stream import StreamingData
+from .distributed import Cluster
+from .evaluate import heldout_totals
 from .model import LanguageModel
 from .schedule import warmup_inverse_sqrt
 
@@ -22,22 +29,32 @@ SMOOTHING = 0.98
 
 
 class Trainer:
-    """Trains a :class:`LanguageModel` on :class:`TrainingData`.
+    """Trains a :class:`LanguageModel` on :class:`TrainingData` (in memory) or :class:`StreamingData`.
 
-    output_dir: where ``checkpoint.pt`` is written.
+    output_dir: where ``checkpoint.pt`` is written (by rank 0).
+    cluster: this process's rank, the number of processes and the device (default: one CPU process).
+    bf16: matrix products in bfloat16 with float32 weights, state and loss (default: on CUDA).
     history: ``{"train": [[step, forward_nll, backward_nll, tokens, elapsed_s], ...],
     "heldout": [[step, forward_ppl, backward_ppl, elapsed_s], ...]}``.
     """
 
-    def __init__(self, model: LanguageModel, data: TrainingData, config: TrainConfig, output_dir: Union[str, Path]):
-        self.model, self.data, self.config = model, data, config
+    def __init__(
+        self, model: LanguageModel, data: Union[TrainingData, StreamingData], config: TrainConfig, output_dir: Union[str, Path],
+        cluster: Cluster = Cluster(), bf16: Optional[bool] = None,
+    ):
+        self.cluster = cluster
+        self.model, self.data, self.config = model.to(cluster.device), data, config
+        self.bf16 = cluster.device.type == "cuda" if bf16 is None else bf16
+        model.bilm.set_compute_dtype(torch.bfloat16 if self.bf16 else torch.float32)
+        # Parameters a batch does not reach (rare softmax clusters) are normal: find them.
+        device_ids = [cluster.device.index] if cluster.device.type == "cuda" else None
+        self.network = DistributedDataParallel(model, device_ids=device_ids, find_unused_parameters=True) if cluster.distributed else model
         self.output_dir = Path(output_dir)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
         self.scheduler = warmup_inverse_sqrt(self.optimizer, config.warmup_steps)
         self.step = self.epoch = self.batch_in_epoch = 0
         self.elapsed = 0.0
         self.history: Dict[str, List[List[float]]] = {"train": [], "heldout": []}
-        self._lengths = np.array([len(e) for e in data.train])
 
     @property
     def checkpoint_path(self) -> Path:
@@ -51,15 +68,16 @@ class Trainer:
         """
         self.model.train()
         session_start, elapsed_before = time.monotonic(), self.elapsed
-        plan = self._epoch_plan()
-        bar = tqdm(total=self.config.max_steps, initial=self.step, disable=not progress, unit="step", dynamic_ncols=True, mininterval=5)
+        batches = self._batches()
+        bar = tqdm(total=self.config.max_steps, initial=self.step, disable=not (progress and self.cluster.is_main), unit="step", dynamic_ncols=True, mininterval=5)
         meter = _Meter()
         while not self._done():
-            if self.batch_in_epoch >= len(plan):
+            examples = next(batches, None)
+            if examples is None:
                 self.epoch, self.batch_in_epoch = self.epoch + 1, 0
-                plan = self._epoch_plan()
+                batches = self._batches()
                 continue
-            forward, backward, n = self._train_step([self.data.train[i] for i in plan[self.batch_in_epoch]])
+            forward, backward, n = self._train_step(examples)
             self.batch_in_epoch += 1
             self.elapsed = elapsed_before + time.monotonic() - session_start
             self.history["train"].append([self.step, forward, backward, n, self.elapsed])
@@ -72,22 +90,34 @@ class Trainer:
         self.save()
         return self.summary()
 
-    def _epoch_plan(self) -> List[np.ndarray]:
-        return epoch_plan(self._lengths, self.config.tokens_per_batch, self.config.seed, self.epoch)
+    def _batches(self) -> Iterator[list]:
+        """The global batches of the current epoch from the current position on."""
+        return self.data.epoch_batches(self.config.tokens_per_batch, self.config.seed, self.epoch, start=self.batch_in_epoch)
 
     def _train_step(self, examples) -> Tuple[float, float, int]:
-        """One optimizer step on ``examples``; returns (forward mean NLL, backward mean NLL, predictions)."""
-        batch = make_batch(examples, self.data.chars, self.data.type_to_vocab)
-        forward, backward = self.model(batch)
-        n = batch.n_predictions
-        loss = (forward + backward) / (2 * n)
+        """One optimizer step on the global batch ``examples`` (this rank computes its share);
+        returns (forward mean NLL, backward mean NLL, predictions per direction), all global."""
+        n = sum(len(e) + 1 for e in examples)
+        local, weight = self.cluster.shard(examples), self.cluster.world_size / (2 * n)
+        if not local:  # fewer examples than ranks: take part in the gradient average with weight 0
+            local, weight = examples[:1], 0.0
+        batch = self.data.make_batch(local).to(self.cluster.device)
+        with self._autocast():
+            forward, backward = self.network(batch)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        ((forward + backward) * weight).backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
         self.optimizer.step()
         self.scheduler.step()
         self.step += 1
-        return forward.item() / n, backward.item() / n, n
+        forward_sum, backward_sum = self.cluster.sum([forward.item() if weight else 0.0, backward.item() if weight else 0.0])
+        return forward_sum / n, backward_sum / n, n
+
+    def _autocast(self):
+        """bfloat16 autocast for the softmax's matrix products on CUDA (the biLM casts by itself)."""
+        if self.bf16 and self.cluster.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     def _periodic(self, bar) -> None:
         cfg = self.config
@@ -97,21 +127,24 @@ class Trainer:
             self.save()
 
     def _done(self) -> bool:
+        """Whether to stop; on several ranks, true everywhere as soon as one rank's clock says so."""
         cfg = self.config
-        return (
-            (cfg.max_steps is not None and self.step >= cfg.max_steps)
-            or (cfg.max_minutes is not None and self.elapsed >= 60 * cfg.max_minutes)
-            or self.epoch >= cfg.max_epochs
-        )
+        steps_or_epochs = (cfg.max_steps is not None and self.step >= cfg.max_steps) or self.epoch >= cfg.max_epochs
+        timed_out = cfg.max_minutes is not None and self.elapsed >= 60 * cfg.max_minutes
+        return steps_or_epochs or self.cluster.any(timed_out)
 
     def evaluate(self, bar=None) -> Dict[str, float]:
         """Held-out perplexities (forward, backward), recorded in the history."""
         if not self.data.heldout:
             return {}
-        ppl = heldout_perplexity(self.model, self.data.heldout, self.data.chars, self.data.type_to_vocab)
+        with self._autocast():
+            local = heldout_totals(self.model, self.cluster.shard(self.data.heldout), self.data.make_batch)
+        forward, backward, n = self.cluster.sum(local)
+        ppl = {"forward": math.exp(forward / n), "backward": math.exp(backward / n)}
         self.history["heldout"].append([self.step, ppl["forward"], ppl["backward"], self.elapsed])
-        message = f"step {self.step}: held-out perplexity forward {ppl['forward']:.1f}, backward {ppl['backward']:.1f}"
-        (bar.write if bar is not None else print)(message)
+        if self.cluster.is_main:
+            message = f"step {self.step}: held-out perplexity forward {ppl['forward']:.1f}, backward {ppl['backward']:.1f}"
+            (bar.write if bar is not None else print)(message)
         return ppl
 
     def state_dict(self) -> Dict[str, Any]:
@@ -134,7 +167,7 @@ class Trainer:
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continue from a :meth:`state_dict` (the data must be the same as when it was saved)."""
         if state["data"] != self.data.fingerprint():
-            raise ValueError(f"The checkpoint was trained on other data ({state['data']}), not this corpus ({self.data.fingerprint()})")
+            raise ElmoInputError(f"The checkpoint was trained on other data ({state['data']}), not this corpus ({self.data.fingerprint()})")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -145,21 +178,34 @@ class Trainer:
         self.history = state["history"]
 
     def save(self) -> Path:
-        """Write the checkpoint atomically; returns its path."""
-        save_checkpoint(self.state_dict(), self.checkpoint_path)
+        """Write the checkpoint atomically (rank 0 only); returns its path."""
+        if self.cluster.is_main:
+            save_checkpoint(self.state_dict(), self.checkpoint_path)
         return self.checkpoint_path
 
     def summary(self) -> Dict[str, Any]:
         """Steps, epochs, time, tokens seen and the last held-out perplexities."""
         last = self.history["heldout"][-1] if self.history["heldout"] else None
+        train = self.history["train"]
         return {
             "steps": self.step,
             "epoch": self.epoch,
             "elapsed_s": self.elapsed,
-            "tokens_seen": int(sum(r[3] for r in self.history["train"])),
+            "tokens_seen": int(sum(r[3] for r in train)),
+            "processes": self.cluster.world_size,
+            "device": str(self.cluster.device),
+            "tokens_per_s": _rate(train),
             "heldout_forward_ppl": last[1] if last else None,
             "heldout_backward_ppl": last[2] if last else None,
         }
+
+
+def _rate(train: List[List[float]]) -> Optional[float]:
+    """Predicted tokens per second (both directions counted once) over the training history, first
+    step excluded (it includes start-up); None with fewer than two steps."""
+    if len(train) < 2 or train[-1][4] <= train[0][4]:
+        return None
+    return sum(r[3] for r in train[1:]) / (train[-1][4] - train[0][4])
 
 
 class _Meter:

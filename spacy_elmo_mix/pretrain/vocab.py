@@ -6,7 +6,7 @@ then words by decreasing frequency (ties in first-seen order).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Sequence, Union
+from typing import Dict, List, Sequence, Union
 
 import numpy as np
 
@@ -59,6 +59,22 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> "Vocabulary":
-        """Read a ``vocab.txt`` written by :meth:`save` (or by bilm-tf)."""
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-        return cls([w for w in lines if w])
+        """Read a ``vocab.txt`` written by :meth:`save` (or by bilm-tf); a clear error naming the file
+        when it is missing, not UTF-8, lacks the special entries or repeats a word."""
+        path = Path(path)
+        try:
+            lines = path.read_text(encoding="utf-8-sig").splitlines()
+        except FileNotFoundError:
+            raise CorpusError(f"Vocabulary file not found: {path}") from None
+        except UnicodeDecodeError as exc:
+            raise CorpusError(f"Vocabulary file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        words = [w.strip() for w in lines if w.strip()]
+        seen: Dict[str, int] = {}
+        for number, word in enumerate(words, start=1):
+            if word in seen:
+                raise CorpusError(f"{path}: the word {word!r} appears twice (entries {seen[word]} and {number})")
+            seen[word] = number
+        try:
+            return cls(words)
+        except CorpusError as exc:
+            raise CorpusError(f"{path}: {exc}") from None
