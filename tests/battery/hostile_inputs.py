@@ -343,6 +343,9 @@ def judge_error_cli(result: Result, needle: str) -> tuple:
     lines = error_lines(result.stderr, result.rc)
     if result.rc == 2 and not (lines and ": error: " in lines[0] and lines[0].startswith("python -m")):
         return "crash", f"exit status 2: {lines[-1][:150] if lines else '(no message)'}"
+    if not lines:
+        tail = [line for line in result.stdout.splitlines() if line.strip()][-2:]
+        return "crash", f"unclear: exit status {result.rc}, nothing on stderr; stdout ends: {' / '.join(tail)[:150]}"
     if len(lines) != 1:
         return "crash", f"unclear: {len(lines)} stderr lines: {' / '.join(lines)[:150]}"
     if not has_needle(lines[0], needle):
@@ -371,6 +374,9 @@ def judge(c: Case, run: Run, result: Result, before: Dict[str, str]) -> tuple:
         return "lost", "changed or removed: " + ", ".join(Path(k).name for k in changed[:4])
     if result.rc is None:
         return "hang", f"no answer within {result.seconds:.0f} s"
+    leftovers = [p.name for p in result.folder.rglob(".*.tmp")]
+    if leftovers:
+        return "wrong", f"half-written temp file(s) left behind: {', '.join(leftovers[:3])}"
     # the temp folders' random names must not match a needle (and make the reasons long)
     clean = lambda text: text.replace(str(result.folder), "<case>").replace(str(result.folder.parent), "<tmp>")  # noqa: E731
     result.stderr, result.stdout = clean(result.stderr), clean(result.stdout)
@@ -1240,7 +1246,7 @@ def _flip(offsets: Callable[[int], Sequence[int]]) -> Callable[[Path], None]:
 
 
 pipeline_case("round_trip", lambda elmo: None, "", "ok")
-pipeline_case("model_one_byte_flipped", _flip(lambda n: [n // 2]), "model")
+pipeline_case("model_one_float_flipped", _flip(lambda n: range(n // 2, n // 2 + 4)), "model")
 pipeline_case("model_bytes_flipped_spread", _flip(lambda n: range(n // 4, n, n // 7)), "model")
 pipeline_case("model_truncated", lambda elmo: (elmo / "model").write_bytes((elmo / "model").read_bytes()[:1000]), "model")
 pipeline_case("model_missing", lambda elmo: (elmo / "model").unlink(), "model")
