@@ -9,10 +9,16 @@ position and time step, so no work is done on padding. The input projection of e
 matrix product over all positions; the recurrence then touches only the rows still active. The
 backward LSTMs read each sentence reversed (a permutation of the packed rows), so both directions
 share one implementation. Every sentence starts from a zero state: results do not depend on batching.
+
+The two directions of a layer are independent: with two or more torch threads they run at the same
+time, each on half of the threads (see ``BiLM.concurrent_directions``), because one recurrent step's
+small matrix product cannot use a second core well.
 """
 from __future__ import annotations
 
-from typing import List, Optional
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Callable, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -197,6 +203,8 @@ class BiLM(nn.Module):
         self.register_buffer("markers", markers, persistent=False)
         # Optional TokenVectorCache (set by ElmoEmbedder for a frozen model); used only without gradients.
         self.token_cache: Optional[TokenVectorCache] = None
+        # Run a layer's two directions at the same time when torch has 2+ threads (see module docstring).
+        self.concurrent_directions = True
 
     @property
     def n_output_layers(self) -> int:
@@ -222,9 +230,11 @@ class BiLM(nn.Module):
         reverse = _reversal_permutation(packed.batch_sizes, lengths.to("cpu", torch.int64) + 2).to(tokens.device)
         layers = [torch.cat([tokens, tokens], dim=-1)]
         forward_x, backward_x = tokens, tokens[reverse]
+        both = _run_concurrently if self.concurrent_directions and torch.get_num_threads() > 1 else _run_in_turn
         for k in range(top):
-            forward_out = self.stacks[0][k](forward_x, batch_sizes)
-            backward_out = self.stacks[1][k](backward_x, batch_sizes)
+            forward_out, backward_out = both(
+                lambda: self.stacks[0][k](forward_x, batch_sizes), lambda: self.stacks[1][k](backward_x, batch_sizes)
+            )
             if k > 0 and self.options.lstm.use_skip_connections:
                 forward_out = forward_out + forward_x
                 backward_out = backward_out + backward_x
@@ -292,6 +302,46 @@ class BiLM(nn.Module):
         ids[:, 0] = self.markers[0]
         ids[torch.arange(batch), lengths + 1] = self.markers[1]
         return pack_padded_sequence(ids, lengths + 2, batch_first=True, enforce_sorted=False)
+
+
+def _run_in_turn(first: Callable[[], Tensor], second: Callable[[], Tensor]) -> Tuple[Tensor, Tensor]:
+    """``(first(), second())``, one after the other on the calling thread."""
+    return first(), second()
+
+
+_WORKER: Optional[ThreadPoolExecutor] = None
+_WORKER_LOCK = threading.Lock()
+
+
+def _run_concurrently(first: Callable[[], Tensor], second: Callable[[], Tensor]) -> Tuple[Tensor, Tensor]:
+    """``(first(), second())`` at the same time: ``second`` on a worker thread, each on half of
+    torch's threads (at least one; the count is restored afterwards). The worker runs under the
+    caller's gradient and inference modes (both are thread-local in torch). torch's thread count is
+    process-wide (MKL's is global), so other threads running torch ops meanwhile also see the half.
+    """
+    global _WORKER
+    with _WORKER_LOCK:
+        if _WORKER is None:
+            _WORKER = ThreadPoolExecutor(1, thread_name_prefix="bilm-direction")
+    threads = torch.get_num_threads()
+    half = max(1, threads // 2)
+    grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
+
+    def on_worker() -> Tensor:
+        torch.set_num_threads(half)
+        with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+            return second()
+
+    torch.set_num_threads(half)
+    try:
+        pending = _WORKER.submit(on_worker)
+        try:
+            first_out = first()
+        finally:
+            wait([pending])
+        return first_out, pending.result()
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _reversal_permutation(batch_sizes: Tensor, lengths: Tensor) -> Tensor:
