@@ -5,8 +5,8 @@ A random biLM of the published "original" size (seed 0) is written as bilm-tf fi
 to numpy arrays, stateless (zero state per sentence), at each thread count and batch size. Each
 round runs AllenNLP (``allennlp_elmo.py speed --repeats 1`` in the reference environment: one
 warm-up batch, one timed pass), then ours with the two directions of a layer at the same time
-(the default) and one after the other (``BiLM.concurrent_directions = False``, the path before
-issue 12), then the ``[batch, 512] @ [512, 16384]`` matmul; every figure is the median over the
+(the default), the same with MKL-packed weights (``BiLM.set_prepacked``, opt-in), and one after the
+other (``BiLM.concurrent_directions = False``, the path before issue 12), then the ``[batch, 512] @ [512, 16384]`` matmul; every figure is the median over the
 rounds, so all see the same machine load.
 
 The AllenNLP reference is looked up at ``$ALLENNLP_REFERENCE`` (default ``~/allennlp-reference``,
@@ -60,12 +60,16 @@ def allennlp_tokens_per_s(python: Path, files: Path, sentences: Path, batch_size
     return json.loads(done.stdout.strip().splitlines()[-1])["tokens_per_s"]
 
 
-def ours_tokens_per_s(embedder: ElmoEmbedder, sentences: List[List[str]], batch_size: int, concurrent: bool) -> float:
-    """Our end-to-end tokens/s (token lists to numpy arrays), one warm-up batch then one timed pass."""
+def ours_tokens_per_s(embedder: ElmoEmbedder, sentences: List[List[str]], batch_size: int, concurrent: bool, prepacked: bool) -> float:
+    """Our end-to-end tokens/s (token lists to numpy arrays), one warm-up batch then one timed pass.
+
+    concurrent: a layer's two directions at the same time; prepacked: ``BiLM.set_prepacked``.
+    """
     embedder.model.concurrent_directions = concurrent
+    embedder.model.set_prepacked(prepacked)
     embedder.embed_batch(sentences[:batch_size])
     start = time.perf_counter()
-    for _ in embedder.embed_sentences(sentences, batch_size=batch_size):
+    for _ in embedder.embed_sentences(sentences, batch_size=batch_size, sort_batches=1):
         pass
     return sum(map(len, sentences)) / (time.perf_counter() - start)
 
@@ -87,12 +91,13 @@ def bench(threads: Sequence[int], batch_sizes: Sequence[int], rounds: int, batch
                 text = Path(tmp) / f"sentences_{batch_size}.txt"
                 write_text_atomic(text, "\n".join(" ".join(s) for s in sentences) + "\n")
                 matmul, matmul_flops = matmul_job(batch_size)
-                measured: Dict[str, List[float]] = {"allennlp": [], "ours": [], "ours_in_turn": [], "matmul": []}
+                measured: Dict[str, List[float]] = {"allennlp": [], "ours": [], "ours_prepacked": [], "ours_in_turn": [], "matmul": []}
                 for _ in range(rounds):
                     if python is not None:
                         measured["allennlp"].append(allennlp_tokens_per_s(python, files, text, batch_size, n_threads))
-                    measured["ours"].append(ours_tokens_per_s(embedder, sentences, batch_size, True))
-                    measured["ours_in_turn"].append(ours_tokens_per_s(embedder, sentences, batch_size, False))
+                    measured["ours"].append(ours_tokens_per_s(embedder, sentences, batch_size, True, False))
+                    measured["ours_prepacked"].append(ours_tokens_per_s(embedder, sentences, batch_size, True, True))
+                    measured["ours_in_turn"].append(ours_tokens_per_s(embedder, sentences, batch_size, False, False))
                     matmul()
                     start = time.perf_counter()
                     matmul()
@@ -101,24 +106,25 @@ def bench(threads: Sequence[int], batch_sizes: Sequence[int], rounds: int, batch
                 flops_per_token = sum(batch_flops(model.options, sentences[i : i + batch_size], 2)
                                       for i in range(0, len(sentences), batch_size)) / sum(map(len, sentences))
                 row = {"threads": n_threads, "batch_size": batch_size, "sentences": len(sentences), "rounds": rounds,
-                       "allennlp": med["allennlp"], "ours": med["ours"], "ours_in_turn": med["ours_in_turn"],
+                       "allennlp": med["allennlp"], "ours": med["ours"], "ours_prepacked": med["ours_prepacked"], "ours_in_turn": med["ours_in_turn"],
                        "gflops": med["ours"] * flops_per_token / 1e9, "matmul_gflops": med["matmul"], "all": measured}
                 rows.append(row)
                 ratio = f", {row['ours'] / row['allennlp']:.2f}x AllenNLP ({row['allennlp']:.0f})" if row["allennlp"] else ""
-                print(f"  {n_threads} threads, batch {batch_size}: ours {row['ours']:.0f} tokens/s{ratio}; "
-                      f"directions in turn {row['ours_in_turn']:.0f}", flush=True)
+                print(f"  {n_threads} threads, batch {batch_size}: ours {row['ours']:.0f} tokens/s{ratio}; prepacked "
+                      f"{row['ours_prepacked']:.0f}; directions in turn {row['ours_in_turn']:.0f}", flush=True)
     return rows
 
 
 def markdown(rows: Sequence[Dict], header: str) -> str:
     """The rows as a markdown table."""
-    lines = [header, "", "| threads | batch | AllenNLP tokens/s | ours tokens/s | ours / AllenNLP | directions in turn tokens/s | "
-             "concurrent / in turn | GFLOP/s | matmul GFLOP/s (M=batch) | % of matmul |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [header, "", "| threads | batch | AllenNLP tokens/s | ours tokens/s | ours / AllenNLP | ours prepacked tokens/s | "
+             "prepacked / AllenNLP | directions in turn tokens/s | concurrent / in turn | GFLOP/s | matmul GFLOP/s (M=batch) | % of matmul |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         allen = f"{r['allennlp']:,.0f}" if r["allennlp"] else "skipped"
         ratio = f"**{r['ours'] / r['allennlp']:.2f}x**" if r["allennlp"] else ""
-        lines.append(f"| {r['threads']} | {r['batch_size']} | {allen} | {r['ours']:,.0f} | {ratio} | {r['ours_in_turn']:,.0f} | "
+        packed = f"{r['ours_prepacked'] / r['allennlp']:.2f}x" if r["allennlp"] else ""
+        lines.append(f"| {r['threads']} | {r['batch_size']} | {allen} | {r['ours']:,.0f} | {ratio} | {r['ours_prepacked']:,.0f} | {packed} | {r['ours_in_turn']:,.0f} | "
                      f"{r['ours'] / r['ours_in_turn']:.2f}x | {r['gflops']:.1f} | {r['matmul_gflops']:.1f} | {100 * r['gflops'] / r['matmul_gflops']:.0f}% |")
     return "\n".join(lines) + "\n"
 

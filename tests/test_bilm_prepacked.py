@@ -32,9 +32,9 @@ def packed_sizes(model):
 def test_prepacked_equals_plain_and_repacks_for_a_new_batch_size(embedder, sentences):
     plain = list(embedder.embed_sentences(sentences, batch_size=8))
     embedder.model.set_prepacked(True)
-    packed = list(embedder.embed_sentences(sentences[:16], batch_size=8))
+    packed = list(embedder.embed_sentences(sentences[:16], batch_size=8, sort_batches=1))
     assert packed_sizes(embedder.model) == {8}
-    packed += list(embedder.embed_sentences(sentences[16:], batch_size=14))
+    packed += list(embedder.embed_sentences(sentences[16:], batch_size=14, sort_batches=1))
     assert packed_sizes(embedder.model) == {len(sentences) - 16}
     for a, b in zip(packed, plain):
         np.testing.assert_allclose(a, b, **PACKED_TOLERANCE)
