@@ -10,15 +10,15 @@ matrix product over all positions; the recurrence then touches only the rows sti
 backward LSTMs read each sentence reversed (a permutation of the packed rows), so both directions
 share one implementation. Every sentence starts from a zero state: results do not depend on batching.
 
-The two directions of a layer are independent: with two or more torch threads they run at the same
-time, each on half of the threads (see ``BiLM.concurrent_directions``), because one recurrent step's
+The two directions never mix (each layer reads its own direction's layer below): with two or more
+torch threads the forward and backward stacks run at the same time, each on half of the threads (see ``BiLM.concurrent_directions``), because one recurrent step's
 small matrix product cannot use a second core well.
 """
 from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -229,7 +229,7 @@ class BiLM(nn.Module):
         self.register_buffer("markers", markers, persistent=False)
         # Optional TokenVectorCache (set by ElmoEmbedder for a frozen model); used only without gradients.
         self.token_cache: Optional[TokenVectorCache] = None
-        # Run a layer's two directions at the same time when torch has 2+ threads (see module docstring).
+        # Run the two directions at the same time when torch has 2+ threads (see module docstring).
         self.concurrent_directions = True
 
     @property
@@ -254,18 +254,12 @@ class BiLM(nn.Module):
         unique_words, inverse = torch.unique(packed.data, dim=0, return_inverse=True)
         tokens = self.token_vectors(unique_words)[inverse]
         reverse = _reversal_permutation(packed.batch_sizes, lengths.to("cpu", torch.int64) + 2).to(tokens.device)
-        layers = [torch.cat([tokens, tokens], dim=-1)]
-        forward_x, backward_x = tokens, tokens[reverse]
         both = _run_concurrently if self.concurrent_directions and torch.get_num_threads() > 1 else _run_in_turn
-        for k in range(top):
-            forward_out, backward_out = both(
-                lambda: self.stacks[0][k](forward_x, batch_sizes), lambda: self.stacks[1][k](backward_x, batch_sizes)
-            )
-            if k > 0 and self.options.lstm.use_skip_connections:
-                forward_out = forward_out + forward_x
-                backward_out = backward_out + backward_x
-            layers.append(torch.cat([forward_out, backward_out[reverse]], dim=-1))
-            forward_x, backward_x = forward_out, backward_out
+        forward_outs, backward_outs = both(
+            lambda: self._run_stack(0, tokens, batch_sizes, top), lambda: self._run_stack(1, tokens[reverse], batch_sizes, top)
+        )
+        layers = [torch.cat([tokens, tokens], dim=-1)]
+        layers += [torch.cat([f, b[reverse]], dim=-1) for f, b in zip(forward_outs, backward_outs)]
         stacked = torch.cat(layers, dim=-1)  # [rows, (top + 1) * out_dim]
         padded, _ = pad_packed_sequence(
             PackedSequence(stacked, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices),
@@ -276,6 +270,17 @@ class BiLM(nn.Module):
         inside = (positions[None, :] < lengths.to(padded.device)[:, None]).unsqueeze(-1)
         body = padded[:, 1 : max_len + 1] * inside
         return body.reshape(batch, max_len, top + 1, out_dim).permute(2, 0, 1, 3)
+
+    def _run_stack(self, direction: int, x: Tensor, batch_sizes: List[int], top: int) -> List[Tensor]:
+        """Outputs of LSTM layers ``1..top`` of one direction (0: forward, 1: backward) on packed ``x``."""
+        outputs = []
+        for k in range(top):
+            out = self.stacks[direction][k](x, batch_sizes)
+            if k > 0 and self.options.lstm.use_skip_connections:
+                out = out + x
+            outputs.append(out)
+            x = out
+        return outputs
 
     def token_vectors(self, words: Tensor) -> Tensor:
         """Char-CNN vectors ``[n_words, projection_dim]`` of ``[n_words, max_chars]`` character ids.
@@ -348,7 +353,10 @@ class BiLM(nn.Module):
         return pack_padded_sequence(ids, lengths + 2, batch_first=True, enforce_sorted=False)
 
 
-def _run_in_turn(first: Callable[[], Tensor], second: Callable[[], Tensor]) -> Tuple[Tensor, Tensor]:
+T = TypeVar("T")
+
+
+def _run_in_turn(first: Callable[[], T], second: Callable[[], T]) -> Tuple[T, T]:
     """``(first(), second())``, one after the other on the calling thread."""
     return first(), second()
 
@@ -357,7 +365,7 @@ _WORKER: Optional[ThreadPoolExecutor] = None
 _WORKER_LOCK = threading.Lock()
 
 
-def _run_concurrently(first: Callable[[], Tensor], second: Callable[[], Tensor]) -> Tuple[Tensor, Tensor]:
+def _run_concurrently(first: Callable[[], T], second: Callable[[], T]) -> Tuple[T, T]:
     """``(first(), second())`` at the same time: ``second`` on a worker thread, each on half of
     torch's threads (at least one; the count is restored afterwards). The worker runs under the
     caller's gradient and inference modes (both are thread-local in torch). torch's thread count is
@@ -371,7 +379,7 @@ def _run_concurrently(first: Callable[[], Tensor], second: Callable[[], Tensor])
     half = max(1, threads // 2)
     grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
 
-    def on_worker() -> Tensor:
+    def on_worker() -> T:
         torch.set_num_threads(half)
         with torch.inference_mode(inference), torch.set_grad_enabled(grad):
             return second()
