@@ -92,7 +92,8 @@ def bench(threads: Sequence[int], batch_sizes: Sequence[int], rounds: int, batch
                 write_text_atomic(text, "\n".join(" ".join(s) for s in sentences) + "\n")
                 matmul, matmul_flops = matmul_job(batch_size)
                 measured: Dict[str, List[float]] = {"allennlp": [], "ours": [], "ours_prepacked": [], "ours_in_turn": [], "matmul": []}
-                for _ in range(rounds):
+                for round_ in range(rounds):
+                    print(f"  {n_threads} threads, batch {batch_size}: round {round_ + 1} of {rounds}", flush=True)
                     if python is not None:
                         measured["allennlp"].append(allennlp_tokens_per_s(python, files, text, batch_size, n_threads))
                     measured["ours"].append(ours_tokens_per_s(embedder, sentences, batch_size, True, False))
