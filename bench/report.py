@@ -5,7 +5,7 @@
 
 Runs, each in its own process, side by side on one machine:
 
-1. ``bilm_speed.py``: the full-size ("original") and a small random biLM, batch 1/32/128, all layers
+1. ``bilm_speed.py`` and ``allennlp_speed.py`` (the same beside AllenNLP 2.10.1, 1 and 2 threads): the full-size ("original") and a small random biLM, batch 1/32/128, all layers
    vs layers 0-1, exact float32 and (where the CPU has bf16 units) bfloat16;
 2. ``train_speed.py``: ``spacy train`` NER on a CoNLL-2003 slice with the embedded default model,
    and with a random biLM of the published "original" size, cache on/off, ``weighted`` vs
@@ -42,6 +42,7 @@ TARGETS = {
     "cache_epoch": 5.0,  # epochs 2+ over epoch 1 with the cache
     "bfloat16": 2.5,  # bfloat16 over float32 tokens/s
     "cache_bytes": 5 * 1024,  # bytes per token on disk, full size, float16
+    "allennlp": 2.5,  # exact float32 tokens/s over AllenNLP 2.10.1's, batch 32, 2 threads (issue 12)
 }
 
 
@@ -65,6 +66,8 @@ def run_all(out: Path, quick: bool, threads: int) -> None:
     dtypes = ["float32"] + (["bfloat16"] if has_bf16_units() else [])
     run("bilm_speed.py", ["--threads", str(threads), "--batch-sizes", "1", "32", "128", "--dtypes", *dtypes, *(["--quick"] if quick else []),
                           "--output", str(out / "bilm_speed.md"), "--json", str(out / "bilm_speed.json")], threads)
+    run("allennlp_speed.py", ["--threads", "1", "2", "--batch-sizes", "32", "128", "--rounds", "2" if quick else "3",
+                              "--output", str(out / "allennlp_speed.md"), "--json", str(out / "allennlp_speed.json")], threads)
     for model, sentences in (("embedded", 600 if quick else 1500), ("published-original", 150 if quick else 400)):
         run("train_speed.py", ["--model", model, "--sentences", str(sentences), "--epochs", "3",
                                "--output", str(out / f"train_speed_{model}.md"), "--json", str(out / f"train_speed_{model}.json")], threads)
@@ -111,6 +114,14 @@ def targets(out: Path) -> List[tuple]:
         if low is not None:
             ratio = low["tokens_per_s"] / speed_row(speed, "full", batch, 2)["tokens_per_s"]
             rows.append((f"bfloat16: >= 2.5x the float32 tokens/s (full size, batch {batch}, timed in turn)", f"{ratio:.2f}x", ratio >= TARGETS["bfloat16"]))
+    allennlp = load(out, "allennlp_speed")
+    row = next((r for r in allennlp["rows"] if (r["threads"], r["batch_size"]) == (2, 32)), None) if allennlp else None
+    if row is None or not row["allennlp"]:
+        rows.append(("exact float32 biLM >= 2.5x AllenNLP 2.10.1 (batch 32, 2 threads)", "not measured: the AllenNLP reference environment is absent", None))
+    else:
+        ratio = row["ours"] / row["allennlp"]
+        rows.append(("exact float32 biLM >= 2.5x AllenNLP 2.10.1 (full size, batch 32, 2 threads, side by side)",
+                     f"{ratio:.2f}x ({row['ours']:,.0f} vs {row['allennlp']:,.0f} tokens/s; prepacked weights {row['ours_prepacked'] / row['allennlp']:.2f}x)", ratio >= TARGETS["allennlp"]))
     memory = load(out, "cache_memory_synthetic1024")
     disk = next(r for r in memory["rows"] if r["mode"] == "disk-read")
     per_token = disk["disk_mib"] * 2**20 / disk["tokens"]
@@ -168,7 +179,7 @@ def report(out: Path, threads: int, quick: bool, started: str) -> str:
         f"{threads} thread(s) per benchmark, Python {platform.python_version()}, "
         f"1-minute load average {os.getloadavg()[0]:.1f} at the end. Chart: `report.png`.",
         "",
-        "## Targets (issue 5)",
+        "## Targets (issues 5 and 12)",
         "",
         "| target | measured | |",
         "|---|---|---|",

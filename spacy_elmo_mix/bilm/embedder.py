@@ -72,19 +72,50 @@ class ElmoEmbedder:
         return self.embed_batch([sentence], top_layer=top_layer)[0]
 
     def embed_sentences(
-        self, sentences: Iterable[Sequence[str]], batch_size: int = 64, top_layer: Optional[int] = None
+        self,
+        sentences: Iterable[Sequence[str]],
+        batch_size: int = 64,
+        top_layer: Optional[int] = None,
+        sort_batches: int = 8,
     ) -> Iterator[np.ndarray]:
-        """Yield one array per sentence, in input order, computing ``batch_size`` at a time."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        chunk: List[Sequence[str]] = []
+        """Yield one array per sentence, in input order, computing ``batch_size`` at a time.
+
+        sort_batches: read ``sort_batches * batch_size`` sentences at a time and batch them by length
+            (see :func:`length_batches`), so that each LSTM step multiplies more active sentences;
+            1 batches the stream in input order. Vectors do not depend on the batching beyond float32
+            rounding; the larger the value, the later the first array is yielded.
+        """
+        for name, value in (("batch_size", batch_size), ("sort_batches", sort_batches)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        window: List[Sequence[str]] = []
         for sentence in sentences:
-            chunk.append(sentence)
-            if len(chunk) == batch_size:
-                yield from self.embed_batch(chunk, top_layer=top_layer)
-                chunk = []
-        if chunk:
-            yield from self.embed_batch(chunk, top_layer=top_layer)
+            window.append(sentence)
+            if len(window) == batch_size * sort_batches:
+                yield from self._embed_window(window, batch_size, top_layer)
+                window = []
+        if window:
+            yield from self._embed_window(window, batch_size, top_layer)
+
+    def _embed_window(self, window: List[Sequence[str]], batch_size: int, top_layer: Optional[int]) -> List[np.ndarray]:
+        """The arrays of ``window``'s sentences in its order, computed in batches of similar length."""
+        arrays: List[np.ndarray] = [np.empty(0)] * len(window)
+        for indices in length_batches([len(s) for s in window], batch_size):
+            for i, layers in zip(indices, self.embed_batch([window[i] for i in indices], top_layer=top_layer)):
+                arrays[i] = layers
+        return arrays
+
+
+def length_batches(lengths: Sequence[int], batch_size: int) -> List[List[int]]:
+    """Positions ``0..len(lengths) - 1`` in batches of ``batch_size``, longest sentences first.
+
+    lengths: tokens per sentence; batch_size: sentences per batch (the last batch may be smaller).
+    Sentences of similar length share a batch, so fewer LSTM steps run with only a few sentences
+    still active (the biLM does no work on padding, but a step's matrix product is faster per row
+    the more rows it has). Ties keep their input order.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
 def _check_sentence(sentence: Sequence[str], index: int) -> List[str]:
