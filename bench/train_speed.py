@@ -121,7 +121,7 @@ def run_setting(name: str, setting: dict, paths: Dict[str, Path], epochs: int, f
             "paths.elmo_options": files[0],
             "paths.elmo_weights": files[1],
             "components.ner.model.tok2vec.elmo.mixer.name": setting["scheme"],
-            "components.elmo.model.cache_memory_mb": setting["cache_memory_mb"],
+            "initialize.components.elmo.cache_memory_mb": setting["cache_memory_mb"],
         })
     config = REPO / "configs" / ("ner.cfg" if setting else "ner_baseline.cfg")
     out = workdir / name.replace(" ", "_").replace(",", "").replace("(", "").replace(")", "")

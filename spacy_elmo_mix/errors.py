@@ -20,3 +20,7 @@ class ElmoConfigError(ElmoMixError, ValueError):
 
 class ElmoInputError(ElmoMixError, ValueError):
     """A value given by the user (a command-line option, a corpus, a data set) is invalid."""
+
+
+class ElmoInputTypeError(ElmoInputError, TypeError):
+    """An argument of the Python API has the wrong type (a str where a token list is expected...)."""

@@ -25,7 +25,8 @@ def small_config(
 ) -> Config:
     """A config from ``configs/`` shrunk for tests, on the given biLM files.
 
-    cache_memory_mb: 0 turns the layer cache off, so every call computes the layers afresh.
+    cache_memory_mb: the in-memory layer cache of the model and of training (``[initialize]``);
+        0 turns it off, so every call computes the layers afresh.
     """
     task = "tagger" if config_name.startswith("tagger") else "ner"
     config = Config().from_disk(CONFIGS / config_name, interpolate=False)
@@ -34,6 +35,7 @@ def small_config(
     config = config.interpolate()
     config["components"]["elmo"]["model"]["frozen"] = frozen
     config["components"]["elmo"]["model"]["cache_memory_mb"] = cache_memory_mb
+    config["initialize"]["components"]["elmo"]["cache_memory_mb"] = cache_memory_mb
     tok2vec = config["components"][task]["model"]["tok2vec"]
     tok2vec["elmo"]["mixer"]["name"] = scheme
     tok2vec["width"] = width

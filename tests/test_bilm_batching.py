@@ -76,3 +76,12 @@ def test_unavailable_top_layer_is_rejected(tiny_embedder, top_layer):
 def test_bad_batch_size_is_rejected(tiny_embedder, batch_size):
     with pytest.raises(ValueError, match="batch_size"):
         list(tiny_embedder.embed_sentences([SENTENCE], batch_size=batch_size))
+
+
+@pytest.mark.parametrize("bad, message", [("a str", "is a str"), ([1, "x"], "token 0 is int"), (None, "sentence 0 is NoneType")])
+def test_bad_sentences_raise_the_package_error_naming_them(tiny_embedder, bad, message):
+    from spacy_elmo_mix.errors import ElmoInputError
+
+    with pytest.raises(ElmoInputError, match=message) as caught:
+        tiny_embedder.embed_batch([bad])
+    assert isinstance(caught.value, TypeError)  # still a TypeError for existing callers

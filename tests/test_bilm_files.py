@@ -255,3 +255,23 @@ def test_other_unused_datasets_warn(fixture_options, fixture_arrays, tmp_path):
     options, weights = write_model(tmp_path / "extra", fixture_options, {**fixture_arrays, "softmax/W": np.zeros((2, 2), np.float32)})
     with pytest.warns(UserWarning, match="ignoring datasets that are not part of the biLM: softmax/W"):
         load_bilm(options, weights)
+
+
+def test_integer_weights_are_rejected_not_cast(tiny_model_files, tmp_path):
+    import shutil
+
+    import h5py
+
+    from spacy_elmo_mix.bilm.loading import load_bilm
+    from spacy_elmo_mix.errors import ElmoFileError
+
+    options, weights = tiny_model_files
+    copy = tmp_path / "weights.hdf5"
+    shutil.copy(weights, copy)
+    with h5py.File(copy, "r+") as f:
+        name = "char_embed"
+        data = f[name][...]
+        del f[name]
+        f.create_dataset(name, data=data.astype("int32"))
+    with pytest.raises(ElmoFileError, match="char_embed.*int32"):
+        load_bilm(options, copy)

@@ -51,6 +51,12 @@ def _options(fixtures_dir, name: str = "tf_fixture/options.json") -> dict:
     return json.loads((fixtures_dir / name).read_text(encoding="utf-8"))
 
 
+def fixture_model_atol(fixtures_dir, sentences, references) -> float:
+    """:func:`float32_atol` of the trained tiny fixture model on ``sentences`` with AllenNLP's
+    ``references`` (one ``[n_layers, n_tokens, dim]`` array per sentence); for other test files."""
+    return float32_atol(_options(fixtures_dir), max(map(len, sentences)), np.concatenate(references, axis=1))
+
+
 def test_layer0_matches_tf_token_embeddings(fixtures_dir, tiny_embedder):
     """Layer 0 is bilm-tf's token embedding of each vocabulary word, repeated for both halves."""
     words = (fixtures_dir / "tf_fixture" / "vocab_test.txt").read_text(encoding="utf-8").split("\n")

@@ -6,6 +6,7 @@ from typing import Iterable, Iterator, List, Optional, Sequence
 import numpy as np
 import torch
 
+from ..errors import ElmoInputError, ElmoInputTypeError
 from .chars import batch_to_char_ids
 from .loading import PathOrUrl, load_bilm
 from .precision import resolve_compute_dtype
@@ -87,7 +88,7 @@ class ElmoEmbedder:
         """
         for name, value in (("batch_size", batch_size), ("sort_batches", sort_batches)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise ElmoInputError(f"{name} must be a positive integer, got {value!r}")
         window: List[Sequence[str]] = []
         for sentence in sentences:
             window.append(sentence)
@@ -120,9 +121,12 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> List[List[int]]:
 
 def _check_sentence(sentence: Sequence[str], index: int) -> List[str]:
     if isinstance(sentence, str):
-        raise TypeError(f"sentence {index} is a str; pass a list of tokens (e.g. text.split())")
-    tokens = list(sentence)
+        raise ElmoInputTypeError(f"sentence {index} is a str; pass a list of tokens (e.g. text.split())")
+    try:
+        tokens = list(sentence)
+    except TypeError:
+        raise ElmoInputTypeError(f"sentence {index} is {type(sentence).__name__} {sentence!r}, expected a list of str tokens") from None
     for j, token in enumerate(tokens):
         if not isinstance(token, str):
-            raise TypeError(f"sentence {index}, token {j} is {type(token).__name__} {token!r}, expected str")
+            raise ElmoInputTypeError(f"sentence {index}, token {j} is {type(token).__name__} {token!r}, expected str")
     return tokens

@@ -137,6 +137,8 @@ def _read_dataset(f, path: Path, name: str, shape: Tuple[int, ...]) -> np.ndarra
             f"ELMo weight file {path}: dataset '{found}' has shape {tuple(dataset.shape)}, "
             f"expected {tuple(shape)} from the options"
         )
+    if dataset.dtype.kind != "f":
+        raise ElmoFileError(f"ELMo weight file {path}: dataset '{found}' holds {dataset.dtype} values, expected floating point")
     try:
         array = np.asarray(dataset[...], dtype=np.float32)
     except (OSError, ValueError, TypeError) as exc:

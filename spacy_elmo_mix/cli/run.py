@@ -24,7 +24,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--batch-words", type=int, default=0, help="fixed words per training batch (0: the config's schedule)")
     parser.add_argument("--config", default=None, help="a config in configs/ instead of the task's, e.g. ner_elmo_hash.cfg")
     parser.add_argument("--keep-model", action="store_true", help="keep the trained pipeline (OUTPUT/training)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="extra config override, e.g. components.elmo.model.cache_dir=\"cache\"")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="extra config override, e.g. training.max_epochs=3")
     args = parser.parse_args(argv)
 
     from ..workflow.run import run_one

@@ -125,8 +125,8 @@ def run_one(
             "paths.elmo_weights": elmo_weights,
             f"components.{task.component}.model.tok2vec.elmo.mixer.name": scheme,
             "training.logger.path": str(output / "train_log.jsonl"),
-            "components.elmo.model.cache_dir": cache_dir,
-            "components.elmo.model.cache_dtype": cache_dtype,
+            "initialize.components.elmo.cache_dir": cache_dir,
+            "initialize.components.elmo.cache_dtype": cache_dtype,
         })
     settings.update(overrides or {})
     for path in (settings["paths.train"], settings["paths.dev"], corpus / "test.spacy"):
