@@ -85,3 +85,10 @@ def test_bad_sentences_raise_the_package_error_naming_them(tiny_embedder, bad, m
     with pytest.raises(ElmoInputError, match=message) as caught:
         tiny_embedder.embed_batch([bad])
     assert isinstance(caught.value, TypeError)  # still a TypeError for existing callers
+
+
+def test_bad_sentence_in_a_stream_is_named_by_its_position(tiny_embedder):
+    from spacy_elmo_mix.errors import ElmoInputError
+
+    with pytest.raises(ElmoInputError, match="sentence 2 is NoneType"):
+        list(tiny_embedder.embed_sentences([["a"], ["b"], None]))

@@ -55,3 +55,14 @@ def test_cache_command_reports_float16_overflow_in_one_line(tiny_model_files, tm
     assert cli(argv + ["--dtype", "float32", "--report", str(tmp_path / "report.json"), str(tmp_path / "a.spacy")]) == 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["sentences"] == 1 and report["tokens"] == 4
+
+
+def test_cache_command_rejects_a_file_with_no_docs(tiny_model_files, tmp_path, capsys):
+    from spacy_elmo_mix.__main__ import main
+
+    text = tmp_path / "train.txt"
+    text.write_text("EU rejects German call\n", encoding="utf-8")
+    options, weights = tiny_model_files
+    assert main(["cache", "--cache-dir", str(tmp_path / "cache"), "--options", str(options), "--weights", str(weights), str(text)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "train.txt: no docs found" in err

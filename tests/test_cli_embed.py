@@ -44,3 +44,10 @@ def test_force_replaces(tiny_model_files, tmp_path):
     assert _embed(tiny_model_files, "--output", str(out), "--force") == 0
     with np.load(out) as data:
         assert list(data) == ["sentence_0"]
+
+
+@pytest.mark.parametrize("top_layer", ["7", "-1"])
+def test_unavailable_top_layer_is_one_line(tiny_model_files, capsys, top_layer):
+    assert _embed(tiny_model_files, "--top-layer", top_layer) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"top_layer={top_layer}" in err and "Traceback" not in err

@@ -90,8 +90,8 @@ class ElmoEmbedder:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ElmoInputError(f"{name} must be a positive integer, got {value!r}")
         window: List[Sequence[str]] = []
-        for sentence in sentences:
-            window.append(sentence)
+        for index, sentence in enumerate(sentences):
+            window.append(_check_sentence(sentence, index))
             if len(window) == batch_size * sort_batches:
                 yield from self._embed_window(window, batch_size, top_layer)
                 window = []

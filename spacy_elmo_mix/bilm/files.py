@@ -2,13 +2,15 @@
 
 Downloads go through cached-path (one cached copy per URL and ETag) with this package's limits on
 http(s): a connect timeout and a read timeout (seconds without a byte from the server), and one
-retry with a short backoff for connection errors and 502/503/504 answers. cached-path's own client
+retry with a short backoff for connection errors and 502/503/504 answers (none after a read time-out:
+a server silent for that long is not waited for twice). cached-path's own client
 has no timeout (a server that accepts and never answers hangs it forever) and retries five times.
 The limit is ``DEFAULT_TIMEOUT`` seconds, or the ``SPACY_ELMO_MIX_DOWNLOAD_TIMEOUT`` environment
 variable, or ``timeout=`` of :func:`resolve_path`.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from contextlib import contextmanager
@@ -18,7 +20,7 @@ from typing import Iterator, Optional, Union
 from ..errors import ElmoConfigError, ElmoFileError
 
 URL_SCHEMES = ("http://", "https://", "s3://", "gs://", "hf://")
-DEFAULT_TIMEOUT = 20.0
+DEFAULT_TIMEOUT = 10.0
 TIMEOUT_ENV = "SPACY_ELMO_MIX_DOWNLOAD_TIMEOUT"
 RETRIES = 1
 _client_lock = threading.Lock()
@@ -70,16 +72,20 @@ def resolve_path(path_or_url: Union[str, Path], what: str = "ELMo file", timeout
 
 @contextmanager
 def _bounded_http(seconds: float) -> Iterator[None]:
-    """cached-path's http(s) client replaced by one with timeouts and one retry, for this call."""
+    """cached-path's http(s) client replaced by one with timeouts and one retry, for this call; its
+    warnings (which would add lines to the one-line error) silenced meanwhile."""
     from cached_path import schemes
 
     client = _bounded_client(seconds)
+    log = logging.getLogger("cached_path")
     with _client_lock:
+        level, log.level = log.level, logging.ERROR
         previous = {s: schemes._SCHEME_TO_CLIENT.get(s) for s in client.scheme}
         schemes.add_scheme_client(client)
         try:
             yield
         finally:
+            log.setLevel(level)
             for scheme, old in previous.items():
                 if old is None:
                     schemes._SCHEME_TO_CLIENT.pop(scheme, None)
@@ -96,7 +102,7 @@ def _bounded_client(seconds: float):
 
     def session(headers) -> requests.Session:
         s = requests.Session()
-        retry = Retry(total=RETRIES, backoff_factor=0.5, status_forcelist=RECOVERABLE_SERVER_ERROR_CODES)
+        retry = Retry(total=RETRIES, read=0, backoff_factor=0.5, status_forcelist=RECOVERABLE_SERVER_ERROR_CODES)
         for prefix in ("http://", "https://"):
             s.mount(prefix, HTTPAdapter(max_retries=retry))
         s.headers.update(headers or {})

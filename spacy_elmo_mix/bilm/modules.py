@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from ..errors import ElmoInputError
 from .chars import sentence_markers
 from .options import BiLMOptions, CharCNNOptions, LSTMOptions
 from .token_cache import TokenVectorCache
@@ -336,7 +337,7 @@ class BiLM(nn.Module):
         if top_layer is None:
             return n_lstm
         if isinstance(top_layer, bool) or not isinstance(top_layer, int) or not 0 <= top_layer <= n_lstm:
-            raise ValueError(
+            raise ElmoInputError(
                 f"top_layer={top_layer!r} is not available: this biLM has layers 0..{n_lstm} "
                 f"(0 = token vectors, 1..{n_lstm} = LSTM layers)"
             )

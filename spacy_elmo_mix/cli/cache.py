@@ -118,6 +118,8 @@ def unique_sentences(
             docs = [example.predicted for example in Corpus(path, gold_preproc=gold_preproc)(nlp)]
         except Exception as exc:  # msgpack/zlib raise many types for a damaged file
             raise ElmoFileError(f"cannot read the corpus {path}: {exc}") from exc
+        if not docs:
+            raise ElmoInputError(f"{path}: no docs found (expected a .spacy file or a folder of them, as `spacy convert` writes)")
         for doc in docs:
             seen.update(tuple(tokens) for tokens in sentence_token_lists(doc, max_length))
     return [list(tokens) for tokens in sorted(seen, key=lambda tokens: (len(tokens), tokens))]
