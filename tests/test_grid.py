@@ -113,3 +113,21 @@ def test_negative_seeds_are_rejected(tmp_path, capsys):
     with pytest.raises(SystemExit):
         grid_cli(args)
     assert "--seeds must be in 0..2**32-1, got -3" in capsys.readouterr().err and not (tmp_path / "runs").exists()
+
+
+def test_misspelt_placeholder_is_rejected_before_any_job(tmp_path):
+    from spacy_elmo_mix.errors import ElmoInputError
+    from spacy_elmo_mix.workflow.grid import CommandTemplate
+
+    with pytest.raises(ElmoInputError, match=r"\{outptu\}"):
+        CommandTemplate("true {outptu}")
+    assert CommandTemplate("python -c 'print({\"a\": 1})' {output}")("d", "s", 1, "o")[-1] == "o"
+
+
+def test_failed_jobs_are_named_on_stderr(tmp_path, capsys):
+    from spacy_elmo_mix.__main__ import main
+
+    code = main(["grid", "--datasets", "conll2003", "--schemes", "layer9", "--seeds", "1", "--no-progress",
+                 "--results", str(tmp_path / "results"), "--command-template", "true {output}"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "conll2003" in err and "layer9" in err

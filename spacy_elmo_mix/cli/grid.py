@@ -58,4 +58,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(summary.format())
-    return 1 if summary.failed else 0
+    if summary.failed:
+        names = ", ".join(str(r.job) for r in summary.failed)
+        print(f"error: {len(summary.failed)} of {len(summary.results)} jobs failed ({names}); their logs are under {args.results}", file=sys.stderr)
+        return 1
+    return 0

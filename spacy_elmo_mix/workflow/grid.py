@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 import subprocess
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..atomic import atomic_write, write_text_atomic
+from ..errors import ElmoInputError
 from .identity import COMMAND_ENV, stale_reason
 
 PathLike = Union[str, Path]
@@ -124,8 +126,9 @@ class CommandTemplate:
     ``"python -m spacy train configs/{scheme}.cfg --output {output} --seed {seed}"``.
 
     The template is split like a shell line (``shlex``); in each argument the placeholders
-    ``{dataset}``, ``{scheme}``, ``{seed}`` and ``{output}`` are replaced. Other braces are left as
-    they are, so a ``python -c`` argument may hold JSON or dict literals. A leading ``python`` or
+    ``{dataset}``, ``{scheme}``, ``{seed}`` and ``{output}`` are replaced; any other ``{name}`` is an
+    error (a misspelt placeholder). Other braces are left as they are, so a ``python -c`` argument may
+    hold JSON or dict literals. A leading ``python`` or
     ``python3`` runs the current interpreter (as ``spacy project run`` does), so jobs see the same
     environment as the runner.
     """
@@ -135,7 +138,13 @@ class CommandTemplate:
         self.template = template
         self.args = shlex.split(template)
         if not self.args:
-            raise ValueError("empty command template")
+            raise ElmoInputError("empty command template")
+        unknown = sorted(set(re.findall(r"\{([A-Za-z_]+)\}", template)) - set(PLACEHOLDERS))
+        if unknown:
+            raise ElmoInputError(
+                f"unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)} in the command template; "
+                f"it may use {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+            )
         if self.args[0] in ("python", "python3"):
             self.args[0] = sys.executable
 
