@@ -1,6 +1,7 @@
 """Shared test fixtures: locations of the read-only data in ../shared (skipped when absent)."""
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -40,12 +41,21 @@ def tiny_model_files(fixtures_dir):
 def single_torch_thread():
     """Run tests on one torch thread: on 2 shared CI cores, 2 OpenMP threads made the small models'
     tests 4-20x slower (threads spin waiting for a busy core)."""
+    with torch_threads(1):
+        yield
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """torch on ``n`` intra-op threads inside the block, the previous count restored after it."""
     import torch
 
     previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="session")

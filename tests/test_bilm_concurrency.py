@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import torch_threads
 from spacy_elmo_mix.bilm import batch_to_char_ids
 from spacy_elmo_mix.bilm.loading import load_bilm
 from spacy_elmo_mix.bilm.modules import LSTMLayer
@@ -20,10 +21,8 @@ THREAD_TOLERANCE = dict(atol=1e-6, rtol=1e-5)
 @pytest.fixture
 def two_threads():
     """torch on 2 threads for one test (the suite runs on one)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(previous)
+    with torch_threads(2):
+        yield
 
 
 @pytest.fixture(scope="module")
