@@ -79,7 +79,7 @@ def _bounded_http(seconds: float) -> Iterator[None]:
     client = _bounded_client(seconds)
     log = logging.getLogger("cached_path")
     with _client_lock:
-        level, log.level = log.level, logging.ERROR
+        level, log.level = log.level, logging.CRITICAL
         previous = {s: schemes._SCHEME_TO_CLIENT.get(s) for s in client.scheme}
         schemes.add_scheme_client(client)
         try:

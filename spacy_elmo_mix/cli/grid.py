@@ -56,7 +56,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         )
     except (RuntimeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 1
     print(summary.format())
     if summary.failed:
         names = ", ".join(str(r.job) for r in summary.failed)

@@ -165,7 +165,7 @@ def elmo_nlp(options=OPTIONS, weights=WEIGHTS, scheme=None, **model):
     """A blank English pipeline with an initialized elmo component on the given files."""
     import spacy
     nlp = spacy.blank("en")
-    config = {"model": {"options_file": str(options), "weight_file": str(weights), **model}}
+    config = {"model": {"options_file": options and str(options), "weight_file": weights and str(weights), **model}}
     if scheme is not None:
         config["scheme"] = scheme
     nlp.add_pipe("elmo", config=config)
