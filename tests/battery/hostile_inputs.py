@@ -55,8 +55,9 @@ NETWORK_TIMEOUT = 15.0
 TEXT = "The bank raised its rates . Rates rose again ."
 SENTENCES = ["The bank raised its rates .", "Rates rose again .", "A dog saw the ball in the city !"]
 CONLL = "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP B-MISC\ncall NN I-NP O\n\nPeter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n"
-PRETRAIN_FLAGS = ["--lstm-dim", "24", "--projection-dim", "8", "--filters", "1:4,2:8", "--char-dim", "4",
-                  "--min-count", "1", "--max-steps", "2", "--batch-tokens", "200", "--no-progress"]
+SIZE_FLAGS = ["--lstm-dim", "24", "--projection-dim", "8", "--filters", "1:4,2:8", "--char-dim", "4", "--min-count", "1"]
+RUN_FLAGS = ["--max-steps", "2", "--batch-tokens", "200", "--no-progress"]
+PRETRAIN_FLAGS = SIZE_FLAGS + RUN_FLAGS
 # 30 s of training without checkpoints: an output problem found only after training shows as late
 TRAIN_30S = ["--max-steps", "1000000", "--max-minutes", "0.5", "--checkpoint-every", "1000000", "--eval-every", "1000000"]
 PROGRESS_LINE = re.compile(r"\d+%\|| \d+/\d+ \[|it/s\]|s/it\]")
@@ -821,11 +822,12 @@ def corpus_lines(n: int = 200, seed: int = 0) -> str:
 
 
 def pretrain_run(d: Path, corpus_bytes: Optional[bytes], *flags: str, needle: str = "", check=None, protect=(),
-                 name: str = "train.txt", output: str = "out", late_after: Optional[float] = None) -> Run:
-    """A pretrain CLI run on ``corpus_bytes`` (written to ``name``) with the tiny size flags."""
+                 name: str = "train.txt", output: str = "out", late_after: Optional[float] = None, sized: bool = True) -> Run:
+    """A pretrain CLI run on ``corpus_bytes`` (written to ``name``) with the tiny size flags (``sized``;
+    without them for runs whose size comes from ``--options`` or a checkpoint, which refuse them)."""
     if corpus_bytes is not None:
         (d / name).write_bytes(corpus_bytes)
-    return Run(["pretrain", name, *PRETRAIN_FLAGS, "--output", output, *flags], needle=needle, check=check,
+    return Run(["pretrain", name, *(PRETRAIN_FLAGS if sized else RUN_FLAGS), "--output", output, *flags], needle=needle, check=check,
                protect=list(protect), timeout=120, late_after=late_after)
 
 
@@ -978,14 +980,14 @@ def _(d, env):
 @case("pretrain", "options_not_json")
 def _(d, env):
     (d / "size.json").write_text("{nope", encoding="utf-8")
-    return pretrain_run(d, corpus_lines().encode(), "--options", "size.json", needle="size.json")
+    return pretrain_run(d, corpus_lines().encode(), "--options", "size.json", needle="size.json", sized=False)
 
 
 @case("pretrain", "resume_damaged_checkpoint")
 def _(d, env):
     (d / "out").mkdir()
     (d / "out" / "checkpoint.pt").write_bytes(b"PK\x03\x04 not a checkpoint")
-    return pretrain_run(d, corpus_lines().encode(), "--resume", needle="checkpoint.pt")
+    return pretrain_run(d, corpus_lines().encode(), "--resume", needle="checkpoint.pt", sized=False)
 
 
 @case("pretrain", "card_notes_missing")
