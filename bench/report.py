@@ -121,7 +121,7 @@ def targets(out: Path) -> List[tuple]:
     else:
         ratio = row["ours"] / row["allennlp"]
         rows.append(("exact float32 biLM >= 2.5x AllenNLP 2.10.1 (full size, batch 32, 2 threads, side by side)",
-                     f"{ratio:.2f}x ({row['ours']:,.0f} vs {row['allennlp']:,.0f} tokens/s; prepacked weights {row['ours_prepacked'] / row['allennlp']:.2f}x)", ratio >= TARGETS["allennlp"]))
+                     f"{ratio:.2f}x ({row['ours']:,.0f} vs {row['allennlp']:,.0f} tokens/s; plain weights {row['ours_plain'] / row['allennlp']:.2f}x)", ratio >= TARGETS["allennlp"]))
     memory = load(out, "cache_memory_synthetic1024")
     disk = next(r for r in memory["rows"] if r["mode"] == "disk-read")
     per_token = disk["disk_mib"] * 2**20 / disk["tokens"]

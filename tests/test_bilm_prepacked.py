@@ -1,4 +1,5 @@
-"""``BiLM.set_prepacked``: MKL-packed recurrent and projection weights give the plain path's results."""
+"""``BiLM.set_prepacked`` (on by default where torch has MKL's packed ops): MKL-packed recurrent and
+projection weights give the plain path's results, padded steps included."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,9 +8,25 @@ import torch
 
 from spacy_elmo_mix.bilm import ElmoEmbedder, batch_to_char_ids
 
-pytestmark = pytest.mark.skipif(not torch._C.has_mkl, reason="this torch has no MKL (prepacked weights need it)")
-# The same float32 products, grouped differently by MKL's packed kernel: a few ulp of values ~1.
-PACKED_TOLERANCE = dict(atol=1e-6, rtol=1e-6)
+from spacy_elmo_mix.bilm import modules
+from spacy_elmo_mix.bilm.modules import _prepacked, _step_product, mkl_packing_available
+
+pytestmark = pytest.mark.skipif(not mkl_packing_available(), reason="this torch has no MKL packed-weight ops (prepacked weights need them)")
+U = 2.0**-24
+
+
+def product_atol(a, weight, bias) -> float:
+    """Two groupings of the same float32 sums of K = a.shape[1] (+1 bias) products each differ by at
+    most 2 sqrt(K + 1) u max(|a| |W|^T + |b|) (probabilistic bound, as in test_bilm_reference.py)."""
+    magnitude = a.abs() @ weight.t().abs() + (0 if bias is None else bias.abs())
+    return 2 * (a.shape[1] + 1) ** 0.5 * U * float(magnitude.max())
+
+
+@pytest.fixture(autouse=True)
+def pack_small_weights(monkeypatch):
+    """The fixture model's weights are far below the size MKL's packing pays for (see
+    ``MAX_PACKED_RATIO``): pack them anyway, so these tests run the packed path."""
+    monkeypatch.setattr(modules, "MAX_PACKED_RATIO", 10_000)
 
 
 @pytest.fixture
@@ -25,19 +42,38 @@ def sentences(fixtures_dir):
 
 def packed_sizes(model):
     """The batch size each LSTM weight is packed for (None: not packed)."""
-    return {getattr(w, "_packed_copy", ((None,),))[0][0] for stack in model.stacks for layer in stack
-            for w in (layer.w_recurrent, layer.w_projection)}
+    packs = [getattr(w, "_packed_copy", (None, None))[1] for stack in model.stacks for layer in stack
+             for w in (layer.w_recurrent, layer.w_projection)]
+    return {None if pack is None else pack.rows for pack in packs}
 
 
-def test_prepacked_equals_plain_and_repacks_for_a_new_batch_size(embedder, sentences):
-    plain = list(embedder.embed_sentences(sentences, batch_size=8))
-    embedder.model.set_prepacked(True)
+def test_prepacked_by_default_equals_plain_and_repacks_for_a_new_batch_size(embedder, sentences, fixtures_dir):
+    from test_bilm_reference import fixture_model_atol
+
+    assert all(layer.prepack for stack in embedder.model.stacks for layer in stack)
     packed = list(embedder.embed_sentences(sentences[:16], batch_size=8, sort_batches=1))
     assert packed_sizes(embedder.model) == {8}
     packed += list(embedder.embed_sentences(sentences[16:], batch_size=14, sort_batches=1))
     assert packed_sizes(embedder.model) == {len(sentences) - 16}
+    embedder.model.set_prepacked(False)
+    assert packed_sizes(embedder.model) == {None}
+    plain = list(embedder.embed_sentences(sentences, batch_size=8))
+    assert packed_sizes(embedder.model) == {None}
+    atol = fixture_model_atol(fixtures_dir, sentences, plain)  # each path's error from exact: within it
     for a, b in zip(packed, plain):
-        np.testing.assert_allclose(a, b, **PACKED_TOLERANCE)
+        np.testing.assert_allclose(a, b, rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("rows", [1, 5, 7, 8])
+def test_a_step_padded_to_the_packed_rows_equals_the_plain_product(rows):
+    """Steps with at least half the packed rows are padded with zero rows; smaller ones are plain."""
+    torch.manual_seed(0)
+    weight, bias, a = torch.randn(64, 24), torch.randn(64), torch.randn(rows, 24)
+    pack = _prepacked(weight, 8)
+    assert pack is not None and pack.rows == 8
+    for b in (bias, None):
+        plain = a @ weight.t() + (0 if b is None else b)
+        np.testing.assert_allclose(_step_product(a, weight.t(), b, pack), plain, rtol=0, atol=product_atol(a, weight, b))
 
 
 def test_prepacked_matches_allennlp_reference(embedder, sentences, fixtures_dir):
@@ -46,7 +82,6 @@ def test_prepacked_matches_allennlp_reference(embedder, sentences, fixtures_dir)
     expected = np.load(fixtures_dir / "reference" / "expected_fixture_model.npz")
     references = [expected[f"layers_{i}"] for i in range(len(sentences))]
     atol = fixture_model_atol(fixtures_dir, sentences, references)
-    embedder.model.set_prepacked(True)
     for layers, reference in zip(embedder.embed_batch(sentences), references):
         np.testing.assert_allclose(layers, reference, rtol=0, atol=atol)
     assert packed_sizes(embedder.model) == {len(sentences)}
@@ -60,3 +95,16 @@ def test_not_packed_with_gradients(tiny_model_files, sentences):
     model(ids, lengths).sum().backward()
     assert packed_sizes(model) == {None}
     assert model.stacks[0][0].w_recurrent.grad.abs().sum() > 0
+
+
+def test_weights_whose_packed_copy_is_much_larger_are_not_packed(tiny_model_files, sentences, monkeypatch):
+    """MKL's packed copy of a small weight is many times its size: such weights keep the plain product."""
+    monkeypatch.setattr(modules, "MAX_PACKED_RATIO", 4)
+    embedder = ElmoEmbedder(*tiny_model_files)
+    weight = embedder.model.stacks[0][0].w_recurrent
+    assert torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), 4).numel() > 4 * weight.numel()
+    default = embedder.embed_batch(sentences[:4])
+    assert packed_sizes(embedder.model) == {None}
+    embedder.model.set_prepacked(False)
+    for got, want in zip(default, embedder.embed_batch(sentences[:4])):
+        np.testing.assert_array_equal(got, want)

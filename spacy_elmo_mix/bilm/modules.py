@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Callable, List, Optional, Tuple, TypeVar
+from typing import Callable, List, NamedTuple, Optional, Tuple, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -106,8 +106,8 @@ class LSTMLayer(nn.Module):
         # Matrix products in this dtype (bfloat16: opt-in, see BiLM.set_compute_dtype); gates, the
         # cell state, clipping and outputs always stay float32.
         self.compute_dtype = torch.float32
-        # MKL-packed recurrent and projection weights (see BiLM.set_prepacked).
-        self.prepack = False
+        # MKL-packed recurrent and projection weights (see BiLM.set_prepacked): on where torch has them.
+        self.prepack = mkl_packing_available()
 
     def forward(self, x: Tensor, batch_sizes: List[int]) -> Tensor:
         """Packed input ``[n_rows, input_dim]`` -> packed output ``[n_rows, projection_dim]``."""
@@ -124,13 +124,13 @@ class LSTMLayer(nn.Module):
         rec = _prepacked(self.w_recurrent, batch_sizes[0]) if packed else None
         proj = _prepacked(self.w_projection, batch_sizes[0]) if packed else None
         for n in batch_sizes:
-            gates = _step_product(h[:n], w_rec, bias, rec, self.w_recurrent).add_(projected[start : start + n])
+            gates = _step_product(h[:n], w_rec, bias, rec).add_(projected[start : start + n])
             start += n
             i, j, f, o = gates.split(dim, dim=1)
             c = torch.addcmul(torch.sigmoid(i) * torch.tanh(j), torch.sigmoid(f), c[:n])
             if self.cell_clip:
                 c = c.clamp(-self.cell_clip, self.cell_clip)
-            h = _step_product(torch.sigmoid(o) * torch.tanh(c), w_proj, None, proj, self.w_projection)
+            h = _step_product(torch.sigmoid(o) * torch.tanh(c), w_proj, None, proj)
             if self.proj_clip:
                 h = h.clamp(-self.proj_clip, self.proj_clip)
             outputs.append(h)
@@ -152,25 +152,60 @@ def _cast(weight: Tensor, dtype: torch.dtype) -> Tensor:
     return kept[1]
 
 
-def _prepacked(weight: Tensor, rows: int) -> Optional[Tensor]:
+def mkl_packing_available() -> bool:
+    """Whether this torch has MKL's packed-weight linear ops (``torch.ops.mkl``), used by :func:`_prepacked`."""
+    if not torch._C.has_mkl:
+        return False
+    try:
+        return all(callable(getattr(torch.ops.mkl, op)) for op in ("_mkl_reorder_linear_weight", "_mkl_linear"))
+    except (AttributeError, RuntimeError):
+        return False
+
+
+class PackedWeight(NamedTuple):
+    """MKL's packed layout of ``weight`` for products with ``rows`` rows."""
+
+    rows: int
+    packed: Tensor
+    weight: Tensor
+
+
+# MKL's packed copy has a fixed overhead of several MB: for small weights (the embedded model's
+# [2048, 128] recurrent weight packs into 12.6x its size, [128, 512] into 30x) it costs far more
+# memory than it can save time; the published sizes pack into 1.5x ([16384, 512]) and 3.1x ([512, 4096]).
+MAX_PACKED_RATIO = 4
+
+
+def _prepacked(weight: Tensor, rows: int) -> Optional[PackedWeight]:
     """MKL's packed layout of ``weight`` for products with ``rows`` rows, kept on the weight while it
-    does not change; None where that is unavailable (no MKL, not on CPU, or gradients needed)."""
-    if not torch._C.has_mkl or weight.device.type != "cpu" or (torch.is_grad_enabled() and weight.requires_grad):
+    does not change; None where that is unavailable (no MKL, not on CPU, or gradients needed) or
+    larger than :data:`MAX_PACKED_RATIO` times the weight."""
+    if weight.device.type != "cpu" or (torch.is_grad_enabled() and weight.requires_grad):
         return None
     key = (rows, weight._version, weight.data_ptr())
     kept = getattr(weight, "_packed_copy", None)
     if kept is None or kept[0] != key:
-        kept = (key, torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), rows))
+        packed = torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), rows)
+        small_enough = packed.numel() <= MAX_PACKED_RATIO * weight.numel()
+        kept = (key, PackedWeight(rows, packed, weight.detach()) if small_enough else None)
         weight._packed_copy = kept
     return kept[1]
 
 
-def _step_product(a: Tensor, w: Tensor, bias: Optional[Tensor], packed: Optional[Tensor], weight: Tensor) -> Tensor:
-    """``bias + a @ w`` (no bias when None) as float32; with MKL's ``packed`` copy of ``weight``
-    (``w`` is ``weight`` transposed, possibly cast) when given and ``a`` has the rows it was packed for."""
-    if packed is not None and a.shape[0] == weight._packed_copy[0][0]:
-        return torch.ops.mkl._mkl_linear(a, packed, weight, bias, a.shape[0])
-    return _mm(a, w) if bias is None else _addmm(bias, a, w)
+def _step_product(a: Tensor, w: Tensor, bias: Optional[Tensor], pack: Optional[PackedWeight]) -> Tensor:
+    """``bias + a @ w`` (no bias when None) as float32, ``w`` being a weight transposed (possibly cast).
+
+    With MKL's ``pack`` of that weight, a step with at least half the rows it was packed for is
+    padded with zero rows to that count (the packed product of all rows is faster than a plain one
+    of the active rows alone; rows of a product do not mix, so the padding changes no result) and
+    the active rows are returned; smaller steps take the plain product.
+    """
+    n = a.shape[0]
+    if pack is None or 2 * n < pack.rows:
+        return _mm(a, w) if bias is None else _addmm(bias, a, w)
+    if n < pack.rows:
+        a = torch.cat([a, a.new_zeros(pack.rows - n, a.shape[1])])
+    return torch.ops.mkl._mkl_linear(a, pack.packed, pack.weight, bias, pack.rows)[:n]
 
 
 def _mm(a: Tensor, w: Tensor) -> Tensor:
@@ -311,20 +346,28 @@ class BiLM(nn.Module):
 
     def set_prepacked(self, enabled: bool) -> "BiLM":
         """Multiply the LSTMs' recurrent and projection weights in MKL's packed layout (float32,
-        inference on CPU). Each step whose row count equals the batch's sentence count (all sentences
-        still active) then runs about 20-40% faster; the results are float32 products grouped
-        differently (within ~1e-7 of the plain path on the full-size model). The packed copies are
-        made for the current batch size and kept while the weights and that size do not change: a
-        new batch size repacks them (about 20 ms per LSTM at full size), and they take about 1.5x the
-        recurrent and projection weights' memory in addition (~250 MB for the published "original"
-        model). Ignored for bfloat16, with gradients, and off the CPU. Raises ValueError where torch
-        was built without MKL.
+        inference on CPU); on by default wherever torch has MKL's packed ops.
+
+        The packed copies are made for the batch's sentence count and kept while the weights and that
+        count do not change (a new count repacks them: about 20 ms per LSTM at full size). Every step
+        with at least half that many active rows runs as one packed product over all of them (zero
+        rows padding the finished sentences), smaller steps as plain products: the same float32
+        products grouped differently (within ~1e-7 of the plain path on the full-size model), about
+        1.1-1.3x faster end to end on 2 threads at batch 32 (README, Benchmarks). Memory: the packed
+        copies take about 1.5x the recurrent and 3x the projection weights in addition (~300 MB for
+        the published "original" model); weights whose packed copy would exceed
+        :data:`MAX_PACKED_RATIO` times their size (small models such as the embedded one) are not
+        packed. ``set_prepacked(False)`` frees the copies and multiplies the plain weights. Ignored for bfloat16, with gradients, and off the CPU.
+        Raises ValueError when enabling it where torch has no MKL packed ops.
         """
-        if enabled and not torch._C.has_mkl:
-            raise ValueError("prepacked weights need torch built with MKL; this torch has no MKL")
+        if enabled and not mkl_packing_available():
+            raise ValueError("prepacked weights need torch built with MKL; this torch has no MKL packed-weight ops")
         for stack in self.stacks:
             for layer in stack:
                 layer.prepack = bool(enabled)
+                if not enabled:
+                    for weight in (layer.w_recurrent, layer.w_projection):
+                        weight.__dict__.pop("_packed_copy", None)
         return self
 
     @property
