@@ -12,7 +12,7 @@ compute rather than equal steps.
 Usage (from the repository root)::
 
     .venv/bin/python bench/pretrain_sizes.py [--minutes 7] [--processes 2]
-        [--sizes 512x128 1024x128 512x256] [--output bench/results/pretrain_sizes.md]
+        [--sizes 512x128 1024x128 512x256] [--output bench/results/pretrain_sizes.md] [--keep DIR]
 
 Sizes are ``CELLSxPROJECTION``; the char-CNN is the embedded model's (filters
 1:32,2:32,3:64,4:128,5:256, 16-dim characters, one highway layer).
@@ -89,6 +89,7 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=100, help="held-out evaluation every N steps")
     parser.add_argument("--sizes", nargs="+", default=["512x128", "1024x128", "512x256"])
     parser.add_argument("--output", type=Path, default=Path("bench/results/pretrain_sizes.md"))
+    parser.add_argument("--keep", type=Path, help="train into DIR/SIZE and keep the runs (e.g. to continue one with --resume)")
     args = parser.parse_args()
     if not (SHARED / "data" / "raw_text").is_dir():
         sys.exit(f"error: {SHARED / 'data' / 'raw_text'} is absent (the shared raw text corpus)")
@@ -96,7 +97,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
             print(f"training {size} for {args.minutes:g} minutes", flush=True)
-            rows.append(train_size(size, args.minutes, args.processes, args.eval_every, Path(tmp)))
+            rows.append(train_size(size, args.minutes, args.processes, args.eval_every, args.keep or Path(tmp)))
             print(json.dumps(rows[-1]), flush=True)
     text = markdown(rows, args.minutes, args.processes)
     print(text)

@@ -159,6 +159,30 @@ def test_cli_takes_the_size_from_an_options_file(corpus, tmp_path):
     assert BiLMOptions.from_file(out / "options.json") == BiLMOptions.from_file(options)
 
 
+def test_cli_starts_from_given_weights(corpus, tmp_path, capsys):
+    """--init-weights: the biLM starts from an exported model (here: one step at a negligible learning
+    rate leaves it within float32 rounding of the start); a model of another size is a clear error."""
+    first = tmp_path / "first"
+    common = [str(corpus[0]), "--no-progress", "--min-count", "1", "--max-steps", "1"]
+    assert pretrain_main(common + SIZE_FLAGS + ["--output", str(first), "--lr", "0.1"]) == 0
+    start = load_bilm(first / "options.json", first / "weights.hdf5").state_dict()
+    warm = tmp_path / "warm"
+    args = common + ["--output", str(warm), "--options", str(first / "options.json"), "--init-weights", str(first / "weights.hdf5"), "--lr", "1e-12"]
+    assert pretrain_main(args) == 0
+    for name, value in load_bilm(warm / "options.json", warm / "weights.hdf5").state_dict().items():
+        torch.testing.assert_close(value, start[name], rtol=0, atol=1e-6, msg=name)
+    assert f"Started from the biLM weights `{first / 'weights.hdf5'}`" in (warm / "MODEL_CARD.md").read_text(encoding="utf-8")
+    cold = tmp_path / "cold"
+    assert pretrain_main(common + SIZE_FLAGS + ["--output", str(cold), "--lr", "1e-12", "--seed", "1"]) == 0
+    differs = load_bilm(cold / "options.json", cold / "weights.hdf5").state_dict()
+    assert any((differs[name] - start[name]).abs().max() > 1e-3 for name in start)
+    code, err = run_cli(common + ["--output", tmp_path / "other", "--lstm-dim", "32", "--projection-dim", "8", "--filters", "1:4,2:8",
+                                  "--char-dim", "4", "--init-weights", first / "weights.hdf5"], capsys)
+    assert code == 1 and err.startswith("error: ") and "weights.hdf5" in err and "expected" in err and err.count("\n") == 1, err
+    code, err = run_cli([corpus[0], "--output", warm, "--resume", "--init-weights", first / "weights.hdf5"], capsys)
+    assert code == 1 and "--init-weights cannot be given with it" in err, err
+
+
 def run_cli(args, capsys) -> tuple:
     """(exit status, stderr) of ``python -m spacy_elmo_mix pretrain ARGS`` run in this process."""
     code = cli_main(["pretrain", *map(str, args)])
@@ -188,6 +212,7 @@ def run_cli(args, capsys) -> tuple:
         ("--vocab", "missing_vocab.txt", "Vocabulary file not found: missing_vocab.txt"),
         ("--card-notes", "missing_notes.md", "--card-notes file not found: missing_notes.md"),
         ("--export-layers", "2", "--export-layers 2: the model has only 1 LSTM layer(s)"),
+        ("--init-weights", "missing_weights.hdf5", "missing_weights.hdf5"),
     ],
 )
 def test_cli_rejects_bad_settings_before_training(corpus, tmp_path, capsys, flag, value, message):

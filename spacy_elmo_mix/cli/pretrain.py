@@ -22,7 +22,7 @@ from typing import Dict, List, Optional
 
 STOP_FLAGS = ("max_steps", "max_minutes", "max_epochs")
 # The model's size and vocabulary come from the checkpoint with --resume: these may not be given.
-FIXED_ON_RESUME = ("vocab", "options", "lstm_dim", "projection_dim", "n_layers", "filters", "char_dim", "n_highway", "clip", "min_count", "max_vocab")
+FIXED_ON_RESUME = ("vocab", "options", "init_weights", "lstm_dim", "projection_dim", "n_layers", "filters", "char_dim", "n_highway", "clip", "min_count", "max_vocab")
 SIZE_FLAGS = ("lstm_dim", "projection_dim", "n_layers", "filters", "char_dim", "n_highway", "clip")
 # Smallest allowed value of each integer option (all must also be whole numbers).
 AT_LEAST = {
@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--char-dim", type=int, default=16, help="character embedding size")
     size.add_argument("--n-highway", type=int, default=1, help="highway layers after the char-CNN")
     size.add_argument("--clip", type=float, default=3.0, help="LSTM cell and projection clip value (0: none)")
+    size.add_argument("--init-weights", help="start the biLM from this weights.hdf5 (path or URL: a published ELMo, or a model this "
+                      "command exported, with its --options) instead of random weights; the softmax starts fresh")
     vocab = p.add_argument_group("vocabulary")
     vocab.add_argument("--vocab", help="a vocab.txt to use (<S>, </S>, <UNK>, then one word per line) instead of building one")
     vocab.add_argument("--min-count", type=int, default=3, help="minimum count of a vocabulary word")
@@ -148,12 +150,15 @@ def _on_rank(exc: Exception, rank: int, world_size: Optional[int] = None) -> Exc
 
 def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """Every numeric option in range, and no option that would be ignored; an ElmoInputError naming it."""
+    from ..bilm.files import resolve_path
     from ..errors import ElmoInputError
     from ..pretrain.corpus import check_encoding
     from ..pretrain.distributed import parse_device
 
     parse_device(args.device)
     check_encoding(args.encoding)
+    if args.init_weights:
+        resolve_path(args.init_weights, "--init-weights file")
     for dest, low in AT_LEAST.items():
         value = getattr(args, dest)
         if value is not None and not low <= value <= MAX_SEED:
@@ -216,6 +221,8 @@ def _prepare_output(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace, cluster, notes: str) -> int:
     import torch
 
+    from ..bilm.files import resolve_path
+    from ..bilm.weights import load_weights
     from ..pretrain.checkpoint import CHECKPOINT_NAME, load_checkpoint
     from ..pretrain.data import prepare_data
     from ..pretrain.model import LanguageModel
@@ -238,6 +245,8 @@ def _run(args: argparse.Namespace, cluster, notes: str) -> int:
     )
     torch.manual_seed(config.seed)
     model = LanguageModel(options, len(data.vocab), dropout=config.dropout)
+    if state is None and config.init_weights:
+        load_weights(model.bilm, resolve_path(config.init_weights, "--init-weights file"))
     trainer = Trainer(model, data, config, output, cluster=cluster)
     if state:
         trainer.load_state_dict(state)

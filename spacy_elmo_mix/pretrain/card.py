@@ -46,6 +46,7 @@ def model_card(options: BiLMOptions, info: Dict[str, Any], notes: str = "") -> s
         f"about {cfg['tokens_per_batch']} tokens per batch; Adam, peak learning rate {cfg['lr']:g}, "
         f"{cfg['warmup_steps']} warmup steps then inverse square-root decay; dropout {cfg['dropout']:g}; "
         f"gradient norm clipped at {cfg['clip_norm']:g}; seed {cfg['seed']}.",
+        *([f"- Started from the biLM weights `{cfg['init_weights']}` (the softmax from random weights)."] if cfg.get("init_weights") else []),
         "",
         "## Held-out perplexity",
         "",

@@ -19,6 +19,8 @@ class TrainConfig:
     max_epochs: stop after this many passes over the training data.
     eval_every: held-out perplexity every this many steps (0: only at the end).
     checkpoint_every: checkpoint every this many steps (0: only at the end).
+    init_weights: a bilm-tf ``weights.hdf5`` (path or URL) the biLM starts from instead of random
+        weights (a published ELMo or a model this command exported; the softmax starts fresh); None: random.
     """
 
     max_len: int = 30
@@ -33,6 +35,7 @@ class TrainConfig:
     max_epochs: int = 10
     eval_every: int = 500
     checkpoint_every: int = 200
+    init_weights: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)

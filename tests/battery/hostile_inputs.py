@@ -51,7 +51,9 @@ SHARED = Path(os.environ.get("SPACY_ELMO_MIX_SHARED", REPO.parent / "shared"))
 FIXTURE = SHARED / "elmo_fixtures" / "tf_fixture"
 TINY_RANDOM = SHARED / "elmo_fixtures" / "reference" / "tiny_random"
 OUTCOMES = ("ok", "clear", "crash", "wrong", "hang", "lost")
-NETWORK_TIMEOUT = 15.0
+# A silent server must fail within the download timeout (spacy_elmo_mix.bilm.files.DEFAULT_TIMEOUT,
+# 10 s) plus the case's process start-up (python, spaCy, torch: up to ~8 s on a loaded 2-core machine).
+NETWORK_TIMEOUT = 10.0 + 8.0
 TEXT = "The bank raised its rates . Rates rose again ."
 SENTENCES = ["The bank raised its rates .", "Rates rose again .", "A dog saw the ball in the city !"]
 CONLL = "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP B-MISC\ncall NN I-NP O\n\nPeter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n"
