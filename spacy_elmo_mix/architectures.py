@@ -6,8 +6,9 @@ Architectures (``@architectures``):
   precision; ``BiLM.v1`` is v2 without the precision setting (always float32).
 - ``spacy-elmo-mix.ElmoListener.v1``: a component's own mix of the shared component's layers.
 - ``spacy-elmo-mix.ElmoInline.v1``: a biLM inside the component's own model (no shared component).
-- ``spacy-elmo-mix.ElmoTok2Vec.v1``: ELMo vectors (optionally with spaCy's hash embeddings), a
-  projection and a context encoder: the ``tok2vec`` of a tagger/NER/parser.
+- ``spacy-elmo-mix.ElmoTok2Vec.v2``: ELMo vectors at a set scale (optionally with spaCy's hash
+  embeddings), a projection and a context encoder: the ``tok2vec`` of a tagger/NER/parser;
+  ``ElmoTok2Vec.v1`` is v2 with ELMo's vectors at their raw scale.
 Weighting schemes (``@layers``): ``spacy-elmo-mix.ScalarMix.v1``, ``spacy-elmo-mix.ConcatLayers.v1``,
 ``spacy-elmo-mix.PaperScheme.v1``.
 """
@@ -22,6 +23,7 @@ from thinc.types import Floats2d, Floats3d
 
 from .errors import ElmoConfigError
 from .layers import bilm_model, scalar_mix
+from .layers.feature_scale import ScaledNorm
 from .layers.inline import ElmoInline
 from .layers.listener import ElmoListener
 
@@ -146,6 +148,32 @@ def build_tok2vec(
     model = chain(features, projection, encoder)
     model.set_dim("nO", width)
     return model
+
+
+@registry.architectures("spacy-elmo-mix.ElmoTok2Vec.v2")
+def build_tok2vec_v2(
+    elmo: Model[List[Doc], List[Floats2d]],
+    width: int,
+    encoder: Model[List[Floats2d], List[Floats2d]],
+    embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
+    maxout_pieces: int = 3,
+    dropout: float = 0.0,
+    elmo_scale: Optional[float] = 0.1,
+) -> Model[List[Doc], List[Floats2d]]:
+    """``ElmoTok2Vec.v1`` with the ELMo vectors brought to a set scale before the projection.
+
+    elmo_scale: each token's ELMo vector is normalized (mean 0, root mean square 1 over its
+        dimensions) and multiplied by a learned scalar starting at this value, so ELMo's share of
+        the projection's input no longer depends on the biLM's raw scale; spaCy's hash embeddings
+        enter with root mean square 1. The default 0.1 lets the fast-learning hash embeddings lead
+        at short budgets (README, "Feature scale"); null: raw ELMo vectors, as ``v1``.
+    elmo, width, encoder, embed, maxout_pieces, dropout: as in ``ElmoTok2Vec.v1``.
+    """
+    if elmo_scale is not None:
+        if not elmo_scale > 0:
+            raise ElmoConfigError(f"ElmoTok2Vec.v2: elmo_scale must be a positive number or null, got {elmo_scale!r}")
+        elmo = chain(elmo, with_array(ScaledNorm(elmo_scale)))
+    return build_tok2vec(elmo, width, encoder, embed, maxout_pieces, dropout)
 
 
 # The weighting schemes are registered as they are: their docstrings live in layers/scalar_mix.py.

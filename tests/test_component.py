@@ -194,9 +194,11 @@ def test_frozen_keeps_bilm_weights(tiny_model_files, data_dir, frozen):
         assert any("stacks" in k for k in changed) and any("char_cnn" in k for k in changed)
 
 
-def test_replace_listeners_keeps_predictions(tiny_model_files, data_dir):
+@pytest.mark.parametrize("config_name", ["ner.cfg", "ner_elmo_hash.cfg"])
+def test_replace_listeners_keeps_predictions(tiny_model_files, data_dir, config_name):
+    """Also with ElmoTok2Vec.v2, whose listener sits inside a chain with the scaling layer."""
     fix_random_seed(0)
-    config = small_config("ner.cfg", *tiny_model_files)
+    config = small_config(config_name, *tiny_model_files)
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     examples = conll_examples(data_dir / "conll2003" / "train.txt", 8, nlp)
     nlp.initialize(lambda: examples)

@@ -6,7 +6,7 @@ import importlib.resources
 
 from elmo_testing import REPO
 
-NEEDED = ["configs/ner.cfg", "configs/ner_baseline.cfg", "configs/ner_elmo_hash.cfg", "configs/tagger.cfg",
+NEEDED = ["configs/ner.cfg", "configs/ner_baseline.cfg", "configs/ner_elmo_hash.cfg", "configs/tagger.cfg", "configs/tagger_elmo_hash.cfg",
           "configs/tagger_baseline.cfg", "configs/datasets.json", "project.yml"]
 
 

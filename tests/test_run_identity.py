@@ -115,3 +115,34 @@ class _no_raise:
 
     def __exit__(self, *exc):
         return False
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--embed", "hash"], "invalid choice: 'hash'"),
+        (["--embed", "elmo_hash", "--config", "ner.cfg"], "--config ner.cfg names the config itself: leave out --embed elmo_hash"),
+    ],
+)
+def test_run_rejects_bad_embed_settings(tmp_path, capsys, args, message):
+    argv = ["run", "--dataset", "conll2003", "--scheme", "weighted", "--seed", "1", "--output", str(tmp_path), *args]
+    with pytest.raises(SystemExit):
+        cli(argv)
+    assert message in capsys.readouterr().err
+
+
+def test_embed_elmo_hash_trains_the_hash_config_and_leaves_the_baseline_alone(tiny_model_files, data_dir, tmp_path):
+    from spacy_elmo_mix.workflow.convert import convert_dataset
+    from spacy_elmo_mix.workflow.run import run_one
+
+    convert_dataset("conll2003", data_dir / "conll2003", tmp_path / "corpus" / "conll2003", max_sentences=20)
+    options, weights = map(str, tiny_model_files)
+    configs = {}
+    for scheme in ("weighted", "baseline"):
+        metrics = run_one(
+            "conll2003", scheme, 1, tmp_path / scheme, tmp_path / "corpus", options, weights, max_steps=2, eval_frequency=1,
+            overrides={"components.ner.model.tok2vec.width": 16} if scheme != "baseline" else {}, embed="elmo_hash",
+        )
+        recorded = json.loads((tmp_path / scheme / "metrics.json").read_text())["identity"]["settings"]["config"]
+        configs[scheme] = (metrics["config"], recorded)
+    assert configs == {"weighted": ("ner_elmo_hash.cfg",) * 2, "baseline": ("ner_baseline.cfg",) * 2}

@@ -22,10 +22,14 @@ def _ner_scores(nlp, texts):
     return [np.asarray(y) for y in tok2vec.predict(docs)]
 
 
-@pytest.fixture
-def trained(tiny_model_files, data_dir):
+# ner_elmo_hash.cfg: ElmoTok2Vec.v2, whose learned ELMo scale must survive too.
+CONFIG_NAMES = ["ner.cfg", "ner_elmo_hash.cfg"]
+
+
+@pytest.fixture(params=CONFIG_NAMES)
+def trained(tiny_model_files, data_dir, request):
     fix_random_seed(0)
-    nlp = spacy.util.load_model_from_config(small_config("ner.cfg", *tiny_model_files, scheme="weighted", cache_memory_mb=0), auto_fill=True)
+    nlp = spacy.util.load_model_from_config(small_config(request.param, *tiny_model_files, scheme="weighted", cache_memory_mb=0), auto_fill=True)
     examples = conll_examples(data_dir / "conll2003" / "train.txt", 8, nlp)
     nlp.initialize(lambda: examples)
     for _ in range(3):
@@ -60,8 +64,9 @@ def test_disk_round_trip_needs_no_original_files(trained, tiny_model_files, tmp_
     _assert_same(nlp, loaded, texts)
 
 
-def test_round_trip_before_initialize(tiny_model_files, data_dir, tmp_path):
-    config = small_config("ner.cfg", *tiny_model_files, cache_memory_mb=0)
+@pytest.mark.parametrize("config_name", CONFIG_NAMES)
+def test_round_trip_before_initialize(tiny_model_files, data_dir, tmp_path, config_name):
+    config = small_config(config_name, *tiny_model_files, cache_memory_mb=0)
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     via_bytes = spacy.util.load_model_from_config(nlp.config, auto_fill=False)
     via_bytes.from_bytes(nlp.to_bytes())

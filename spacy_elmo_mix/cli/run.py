@@ -22,7 +22,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--cache-dir", default=None, help="shared ELMo layer cache (filled by the cache command); empty: memory only")
     parser.add_argument("--cache-dtype", default="float16", choices=["float16", "float32"], help="precision of the cache")
     parser.add_argument("--batch-words", type=int, default=0, help="fixed words per training batch (0: the config's schedule)")
-    parser.add_argument("--config", default=None, help="a config in configs/ instead of the task's, e.g. ner_elmo_hash.cfg")
+    parser.add_argument("--embed", default="elmo", choices=["elmo", "elmo_hash"], help="the ELMo schemes' input: ELMo alone (elmo) or ELMo + spaCy's hash embeddings (elmo_hash); baseline runs are the same either way")
+    parser.add_argument("--config", default=None, help="a config in configs/ instead of the task's, e.g. ner_elmo_hash.cfg (not with --embed elmo_hash)")
     parser.add_argument("--keep-model", action="store_true", help="keep the trained pipeline (OUTPUT/training)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="extra config override, e.g. training.max_epochs=3")
     args = parser.parse_args(argv)
@@ -44,13 +45,15 @@ def main(argv: Optional[List[str]] = None) -> int:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
     if not 0 <= args.seed < 2**32 or args.gpu_id < -1:
         parser.error(f"--seed must be in 0..2**32-1 (got {args.seed}) and --gpu-id -1 (CPU) or a device number (got {args.gpu_id})")
+    if args.config and args.embed != "elmo":
+        parser.error(f"--config {args.config} names the config itself: leave out --embed {args.embed}")
     if args.batch_words < 0:
         parser.error(f"--batch-words must be 0 (the config's schedule) or positive, got {args.batch_words}")
     metrics = run_one(
         args.dataset, args.scheme, args.seed, args.output, args.corpus, options, weights,
         args.max_steps, args.eval_frequency, overrides=overrides, keep_model=args.keep_model, gpu_id=args.gpu_id,
         cache_dir=args.cache_dir or None, cache_dtype=args.cache_dtype, batch_words=args.batch_words or None,
-        config=args.config, task=args.task,
+        config=args.config, task=args.task, embed=args.embed,
     )
     print(json.dumps(metrics, indent=2))
     return 0

@@ -32,22 +32,34 @@ CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 @dataclass(frozen=True)
 class Task:
-    """How a dataset is trained and scored: config file (and its no-ELMo baseline), component, score key."""
+    """How a dataset is trained and scored: its configs (ELMo alone, ELMo + hash embeddings, the no-ELMo
+    baseline), component and score key."""
 
     config: str
+    hash_config: str
     baseline_config: str
     component: str
     metric: str
 
+    def config_for(self, scheme: str, embed: str) -> str:
+        """The config of a run: the baseline's for ``baseline``, else the one of ``embed`` (EMBEDS)."""
+        if scheme == BASELINE:
+            return self.baseline_config
+        return self.hash_config if embed == ELMO_HASH else self.config
 
+
+BASELINE = "baseline"
+SCHEMES = (*PAPER_SCHEMES, BASELINE)
+# What the ELMo runs feed the task model: ELMo alone, or ELMo concatenated with spaCy's hash embeddings
+# (the baseline's own features, as Peters et al. concatenate ELMo with the task's word representation).
+ELMO, ELMO_HASH = "elmo", "elmo_hash"
+EMBEDS = (ELMO, ELMO_HASH)
 TASK_KINDS: Dict[str, Task] = {
-    "ner": Task("ner.cfg", "ner_baseline.cfg", "ner", "ents_f"),
-    "tagger": Task("tagger.cfg", "tagger_baseline.cfg", "tagger", "tag_acc"),
+    "ner": Task("ner.cfg", "ner_elmo_hash.cfg", "ner_baseline.cfg", "ner", "ents_f"),
+    "tagger": Task("tagger.cfg", "tagger_elmo_hash.cfg", "tagger_baseline.cfg", "tagger", "tag_acc"),
 }
 # The task of each built-in data set (configs/datasets.json); any other data set is run with an explicit task.
 DATASET_TASKS: Dict[str, str] = {name: spec.task for name, spec in load_datasets().items()}
-BASELINE = "baseline"
-SCHEMES = (*PAPER_SCHEMES, BASELINE)
 
 
 def task_for(dataset: str, task: Optional[str] = None) -> Task:
@@ -88,6 +100,7 @@ def run_one(
     batch_words: Optional[int] = None,
     config: Optional[str] = None,
     task: Optional[str] = None,
+    embed: str = ELMO,
 ) -> dict:
     """Train, evaluate on ``test.spacy`` and write ``output/metrics.json``; returns the metrics.
 
@@ -101,6 +114,8 @@ def run_one(
     batch_words: words per training batch (a fixed size instead of the config's compounding one).
     config: a config file name in ``config_dir`` instead of the task's (e.g. ``ner_elmo_hash.cfg``).
     task: ``ner`` or ``tagger``; needed for a data set that is not built in.
+    embed: ``elmo`` (the ELMo schemes see ELMo alone) or ``elmo_hash`` (ELMo concatenated with the
+        baseline's hash embeddings); ``baseline`` runs are the same either way.
     """
     import spacy
     from spacy.cli.train import train
@@ -132,7 +147,9 @@ def run_one(
     for path in (settings["paths.train"], settings["paths.dev"], corpus / "test.spacy"):
         if not Path(path).exists():
             raise ElmoFileError(f"{path} not found: run the convert step for {dataset} first")
-    config = config or (task.baseline_config if scheme == BASELINE else task.config)
+    if embed not in EMBEDS:
+        raise ElmoInputError(f"unknown embed {embed!r}; choose one of {', '.join(EMBEDS)}")
+    config = config or task.config_for(scheme, embed)
     config_path = Path(config_dir) / config
     if not config_path.is_file():
         raise ElmoFileError(f"{config_path}: no such training config")
