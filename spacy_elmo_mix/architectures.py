@@ -166,7 +166,8 @@ def build_tok2vec_v2(
         dimensions) and multiplied by a learned scalar starting at this value, so ELMo's share of
         the projection's input no longer depends on the biLM's raw scale; spaCy's hash embeddings
         enter with root mean square 1. The default 0.1 lets the fast-learning hash embeddings lead
-        at short budgets (README, "Feature scale"); null: raw ELMo vectors, as ``v1``.
+        at short budgets; trained for many epochs, larger values or null did better (README,
+        "Feature scale"). null: raw ELMo vectors, as ``v1``.
     elmo, width, encoder, embed, maxout_pieces, dropout: as in ``ElmoTok2Vec.v1``.
     """
     if elmo_scale is not None:
