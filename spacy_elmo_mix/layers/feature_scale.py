@@ -17,6 +17,8 @@ from typing import Callable, Tuple
 from thinc.api import Model
 from thinc.types import Floats2d
 
+from .normalize import normalize
+
 EPSILON = 1e-6
 
 
@@ -40,18 +42,13 @@ def scaled_norm_init(model: Model, X=None, Y=None) -> None:
 
 
 def scaled_norm_forward(model: Model, X: Floats2d, is_train: bool) -> Tuple[Floats2d, Callable]:
-    xp = model.ops.xp
     s = model.get_param("s")
-    centered = X - X.mean(axis=1, keepdims=True)
-    inv_rms = 1.0 / xp.sqrt((centered**2).mean(axis=1, keepdims=True) + EPSILON)
-    normed = centered * inv_rms
+    normed, norm_backprop = normalize(model.ops.xp, X, (1,), EPSILON)
     Y = normed * s[0]
 
     def backprop(dY: Floats2d) -> Floats2d:
         if model.attrs["trainable"]:
             model.inc_grad("s", model.ops.asarray1f([float((dY * normed).sum())]))
-        d = dY * s[0]
-        # d/dx of (x - mean) / rms, mean and rms over the same row.
-        return inv_rms * (d - d.mean(axis=1, keepdims=True) - normed * (d * normed).mean(axis=1, keepdims=True))
+        return norm_backprop(dY * s[0])
 
     return Y, backprop

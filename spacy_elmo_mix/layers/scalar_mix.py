@@ -16,6 +16,7 @@ from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 
 from ..errors import ElmoConfigError
+from .normalize import normalize
 
 LN_EPSILON = 1e-12  # AllenNLP's ScalarMix value
 
@@ -149,7 +150,7 @@ def scalar_mix_forward(model: Model, X: List[Floats3d], is_train: bool) -> Tuple
     keep = _dropout_mask(model, len(layers)) if is_train else None
     w = model.ops.softmax(s if keep is None else xp.where(keep, s, -xp.inf))
     inputs = [x[layers] for x in X]
-    normed = [_layer_norm(xp, h) for h in inputs] if model.attrs["layer_norm"] else [(h, None) for h in inputs]
+    normed = [normalize(xp, h, (1, 2), LN_EPSILON) for h in inputs] if model.attrs["layer_norm"] else [(h, None) for h in inputs]
     mixed = [xp.tensordot(w, h, axes=1) for h, _ in normed]
     Y = [gamma * m for m in mixed]
 
@@ -183,23 +184,6 @@ def _dropout_mask(model: Model, n: int):
     if not keep.any():
         keep[xp.random.randint(n)] = True
     return keep
-
-
-def _layer_norm(xp, h: Floats3d):
-    """Normalize each layer over its tokens and dims; returns the result and its backprop."""
-    if h.shape[1] == 0:
-        return h, lambda d: d
-    axes = (1, 2)
-    mean = h.mean(axis=axes, keepdims=True)
-    centered = h - mean
-    inv_std = 1.0 / xp.sqrt((centered**2).mean(axis=axes, keepdims=True) + LN_EPSILON)
-    normed = centered * inv_std
-
-    def backprop(d):
-        # d/dx of (x - mean) / std with mean and variance over the same elements.
-        return inv_std * (d - d.mean(axis=axes, keepdims=True) - normed * (d * normed).mean(axis=axes, keepdims=True))
-
-    return normed, backprop
 
 
 def ConcatLayers(layers: Optional[List[int]] = None) -> Model[List[Floats3d], List[Floats2d]]:
