@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from ..errors import ElmoInputError
-from .chars import sentence_markers
+from .chars import PAD_CHAR, sentence_markers
 from .options import BiLMOptions, CharCNNOptions, LSTMOptions
 from .token_cache import TokenVectorCache
 
@@ -72,6 +72,7 @@ class CharCNN(nn.Module):
     def forward(self, char_ids: Tensor) -> Tensor:
         """``[n_words, max_chars]`` character ids -> ``[n_words, output_dim]`` token vectors (float32)."""
         low = self.compute_dtype
+        char_ids = _trim_padding(char_ids, max(width for width, _ in self.opts.filters))
         x = torch.nn.functional.embedding(char_ids, self.char_embedding).transpose(1, 2)
         if low != torch.float32:
             # NCHW [n_words, char_dim, 1, max_chars] in channels-last layout (a view of the embeddings).
@@ -119,13 +120,12 @@ class LSTMLayer(nn.Module):
         h = x.new_zeros(batch_sizes[0], w_proj.shape[1])
         c = x.new_zeros(batch_sizes[0], dim)
         outputs = []
-        start = 0
         packed = self.prepack and low == torch.float32
         rec = _prepacked(self.w_recurrent, batch_sizes[0]) if packed else None
         proj = _prepacked(self.w_projection, batch_sizes[0]) if packed else None
-        for n in batch_sizes:
-            gates = _step_product(h[:n], w_rec, bias, rec).add_(projected[start : start + n])
-            start += n
+        # split, not a slice per step: a slice's backward fills a zero tensor of all rows each step.
+        for n, step_input in zip(batch_sizes, projected.split(batch_sizes)):
+            gates = _step_product(h[:n], w_rec, bias, rec).add_(step_input)
             i, j, f, o = gates.split(dim, dim=1)
             c = torch.addcmul(torch.sigmoid(i) * torch.tanh(j), torch.sigmoid(f), c[:n])
             if self.cell_clip:
@@ -220,6 +220,19 @@ def _linear(x: Tensor, weight: Tensor, bias: Tensor, dtype: torch.dtype) -> Tens
     if dtype == torch.float32:
         return torch.nn.functional.linear(x, weight, bias)
     return torch.nn.functional.linear(x.to(dtype), _cast(weight, dtype)).float().add_(bias)
+
+
+def _trim_padding(char_ids: Tensor, widest: int) -> Tensor:
+    """The leading columns of ``char_ids`` that max-pooled convolutions up to ``widest`` wide need.
+
+    After each token's end-of-word marker come identical padding ids (all ids of an absent token are
+    0), so all windows lying wholly in a row's padding have one value. Keeping ``widest`` columns
+    after the longest token's last character keeps such a window for every token and width wherever
+    the full row has one, and drops only windows equal to it: every max over positions is unchanged.
+    """
+    used = torch.nonzero(((char_ids != PAD_CHAR) & (char_ids != 0)).any(dim=0))
+    width = int(used[-1]) + 1 + widest if len(used) else widest
+    return char_ids[:, :width] if width < char_ids.shape[1] else char_ids
 
 
 def _pooled_conv(x: Tensor, conv: nn.Conv1d, dtype: torch.dtype) -> Tensor:
