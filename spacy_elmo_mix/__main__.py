@@ -10,7 +10,7 @@ import os
 import sys
 from typing import List, Optional
 
-from .errors import ElmoMixError
+from .errors import DEBUG_VARIABLE, ElmoMixError, debug_requested, describe_error
 
 COMMANDS = {
     "embed": ("spacy_elmo_mix.cli.embed", "print ELMo layers for sentences (options/weights files or the default model)"),
@@ -39,8 +39,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     system errors that name their file) print one line and return 1; ``--debug`` anywhere on the
     command line (or ``SPACY_ELMO_MIX_DEBUG=1``) lets them propagate with their traceback."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv or os.environ.get("SPACY_ELMO_MIX_DEBUG", "") not in ("", "0")
-    argv = [arg for arg in argv if arg != "--debug"]
+    if "--debug" in argv:
+        os.environ[DEBUG_VARIABLE] = "1"  # commands that report errors themselves read it too
+        argv = [arg for arg in argv if arg != "--debug"]
+    debug = debug_requested()
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
         return 0 if argv else 2
@@ -61,14 +63,6 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise
         print(f"error: {describe_error(exc)}", file=sys.stderr)
         return 1
-
-
-def describe_error(exc: BaseException) -> str:
-    """One line for the user: the package's own message, or an OS error with the file it concerns."""
-    if isinstance(exc, OSError) and not isinstance(exc, ElmoMixError):
-        target = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
-        return f"{target}: {exc.strerror or type(exc).__name__}"
-    return " ".join(str(exc).split("\n"))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@ Every expected failure (a bad file, setting or input) raises a subclass of :clas
 whose message names the file, key or value at fault. The command line prints that message as one
 line and exits with status 1 (``--debug`` shows the traceback); the Python API raises it as is.
 """
+import os
+
+DEBUG_VARIABLE = "SPACY_ELMO_MIX_DEBUG"
 
 
 class ElmoMixError(Exception):
@@ -24,3 +27,16 @@ class ElmoInputError(ElmoMixError, ValueError):
 
 class ElmoInputTypeError(ElmoInputError, TypeError):
     """An argument of the Python API has the wrong type (a str where a token list is expected...)."""
+
+
+def debug_requested() -> bool:
+    """Whether the user asked for tracebacks (``--debug`` on the command line sets this variable)."""
+    return os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for the user: the package's own message, or an OS error with the file it concerns."""
+    if isinstance(exc, OSError) and not isinstance(exc, ElmoMixError):
+        target = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
+        return f"{target}: {exc.strerror or type(exc).__name__}"
+    return " ".join(str(exc).split("\n"))

@@ -51,3 +51,15 @@ def test_unavailable_top_layer_is_one_line(tiny_model_files, capsys, top_layer):
     assert _embed(tiny_model_files, "--top-layer", top_layer) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"top_layer={top_layer}" in err and "Traceback" not in err
+
+
+def test_debug_shows_the_error_and_tells_commands(tiny_model_files, monkeypatch):
+    """``--debug`` lets the error propagate and sets the variable that commands which print their
+    own errors (distributed pretraining) read."""
+    from spacy_elmo_mix.errors import ElmoInputError, debug_requested
+
+    monkeypatch.setenv("SPACY_ELMO_MIX_DEBUG", "0")  # restored after the test
+    assert not debug_requested()
+    with pytest.raises(ElmoInputError, match="top_layer=7"):
+        _embed(tiny_model_files, "--top-layer", "7", "--debug")
+    assert debug_requested()

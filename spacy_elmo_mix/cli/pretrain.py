@@ -18,7 +18,10 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import TYPE_CHECKING, Dict, List, NoReturn, Optional
+
+if TYPE_CHECKING:
+    from ..pretrain.distributed import Cluster
 
 STOP_FLAGS = ("max_steps", "max_minutes", "max_epochs")
 # The model's size and vocabulary come from the checkpoint with --resume: these may not be given.
@@ -117,16 +120,40 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         code = _run(args, cluster, notes)
     except ElmoMixError as exc:
-        raise _on_rank(exc, cluster.rank, cluster.world_size) from None
+        _fail(_on_rank(exc, cluster.rank, cluster.world_size), cluster)
     except RuntimeError as exc:
         if not (cluster.distributed and _lost_peer(exc)):
             raise
-        raise _on_rank(ElmoMixError(f"training stopped: another process failed or left ({' '.join(str(exc).split())})"), cluster.rank, cluster.world_size) from None
+        _fail(_on_rank(ElmoMixError(f"training stopped: another process failed or left ({' '.join(str(exc).split())})"), cluster.rank, cluster.world_size), cluster)
     except KeyboardInterrupt:
         print(f"\ninterrupted: rerun with --resume to continue from the last checkpoint in {args.output}", file=sys.stderr)
+        _leave_group_now(130, cluster)
         return 130
     distributed.stop(cluster)
     return code
+
+
+def _fail(error: Exception, cluster: Cluster) -> NoReturn:
+    """Raise ``error`` (the command line prints it as one line); in a process group whose training
+    broke down, print that line here and leave at once (see :func:`_leave_group_now`), unless the user
+    asked for the traceback."""
+    from ..errors import debug_requested, describe_error
+
+    if cluster.distributed and not debug_requested():
+        print(f"error: {describe_error(error)}", file=sys.stderr)
+        _leave_group_now(1, cluster)
+    raise error from None
+
+
+def _leave_group_now(code: int, cluster: Cluster) -> None:
+    """End a process of a broken process group with ``code``, without the interpreter's teardown:
+    gloo's threads may still hold the connection to a rank that is gone, and destroying them at exit
+    can abort the process ("terminate called without an active exception", status -6) after the
+    error was printed. Checkpoints are already complete on disk (written atomically)."""
+    if cluster.distributed:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _lost_peer(exc: RuntimeError) -> bool:
