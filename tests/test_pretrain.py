@@ -20,6 +20,7 @@ from spacy_elmo_mix.pretrain.data import prepare_data
 from spacy_elmo_mix.pretrain.evaluate import unigram_perplexity
 from spacy_elmo_mix.pretrain.export import export_model
 from spacy_elmo_mix.pretrain.model import LanguageModel
+from spacy_elmo_mix.pretrain.schedule import warmup_inverse_sqrt
 
 TINY = {
     "lstm": {"dim": 24, "projection_dim": 8, "n_layers": 2, "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
@@ -83,6 +84,39 @@ def test_resume_continues_identically(corpus, tmp_path):
     assert [r[:4] for r in resumed.history["train"]] == [r[:4] for r in straight.history["train"]]
     for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+def test_cooldown_falls_linearly_to_the_last_step():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    scheduler = warmup_inverse_sqrt(optimizer, warmup_steps=4, cooldown_steps=4, max_steps=10)
+    rates = []
+    for _ in range(10):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    inverse_sqrt = [1 / 4, 2 / 4, 3 / 4] + [(4 / i) ** 0.5 for i in range(4, 11)]
+    cooldown = [1] * 7 + [3 / 4, 2 / 4, 1 / 4]
+    assert rates == pytest.approx([a * b for a, b in zip(inverse_sqrt, cooldown)], rel=1e-12)
+    with pytest.raises(ValueError, match="needs max_steps"):
+        warmup_inverse_sqrt(optimizer, warmup_steps=4, cooldown_steps=4)
+
+
+def test_resuming_with_a_cooldown_equals_a_run_planned_with_it(corpus, tmp_path):
+    """A run may be given its cooldown only when it is resumed for the last time."""
+    straight = make_trainer(corpus, tmp_path / "straight", max_steps=9, cooldown_steps=5)
+    straight.train(progress=False)
+    first = make_trainer(corpus, tmp_path / "split", max_steps=5)
+    first.train(progress=False)
+    resumed = make_trainer(corpus, tmp_path / "split", max_steps=9, cooldown_steps=5)
+    resumed.load_state_dict(load_checkpoint(first.checkpoint_path))
+    resumed.train(progress=False)
+    assert [r[:4] for r in resumed.history["train"]] == [r[:4] for r in straight.history["train"]]
+    for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    without = make_trainer(corpus, tmp_path / "without", max_steps=9)
+    without.train(progress=False)
+    assert [r[:4] for r in without.history["train"][:5]] == [r[:4] for r in straight.history["train"][:5]]
+    assert without.history["train"][5:] != straight.history["train"][5:]  # the cooldown took effect
 
 
 def test_stops_after_epochs_and_time_budget(corpus, tmp_path):
@@ -201,6 +235,8 @@ def run_cli(args, capsys) -> tuple:
         ("--seed", "-5", "--seed must be an integer of at least 0"),
         ("--eval-every", "-1", "--eval-every must be an integer of at least 0"),
         ("--threads", "0", "--threads must be an integer of at least 1"),
+        ("--cooldown", "-1", "--cooldown must be an integer of at least 0, got -1"),
+        ("--cooldown", "3", "--cooldown 3 is longer than the run (--max-steps 2)"),
         ("--lr", "nan", "--lr must be a finite number above 0, got nan"),
         ("--lr", "0", "--lr must be a finite number above 0"),
         ("--max-minutes", "inf", "--max-minutes must be a finite number above 0"),
@@ -294,3 +330,16 @@ def test_cli_resume_from_a_foreign_checkpoint_is_a_clear_error(corpus, tmp_path,
     torch.save({"model": {}}, out / "checkpoint.pt")
     code, err = run_cli([corpus[0], "--output", out, "--resume", "--no-progress"], capsys)
     assert code == 1 and "is not a pretraining checkpoint of this version: missing config, data" in err
+
+
+def test_cli_cooldown_needs_a_run_length_and_may_be_added_on_resume(corpus, tmp_path, capsys):
+    out = tmp_path / "out"
+    base = [corpus[0], "--output", out, "--no-progress", "--min-count", "1"] + SIZE_FLAGS
+    code, err = run_cli(base + ["--max-minutes", "1", "--cooldown", "2"], capsys)
+    assert code == 1 and "--cooldown 2 needs --max-steps" in err and not out.exists()
+    assert run_cli(base + ["--max-steps", "2"], capsys)[0] == 0
+    code, err = run_cli([corpus[0], "--output", out, "--no-progress", "--resume", "--max-steps", "4", "--cooldown", "2"], capsys)
+    assert code == 0, err
+    state = load_checkpoint(out / "checkpoint.pt")
+    assert state["config"]["cooldown_steps"] == 2 and state["position"]["step"] == 4
+    assert "falling linearly towards 0 over the last 2 steps" in (out / "MODEL_CARD.md").read_text(encoding="utf-8")

@@ -24,18 +24,20 @@ if TYPE_CHECKING:
     from ..pretrain.distributed import Cluster
 
 STOP_FLAGS = ("max_steps", "max_minutes", "max_epochs")
+# Resuming, these may change too (the learning rate's cooldown is defined by where the run ends).
+CHANGEABLE_ON_RESUME = (*STOP_FLAGS, "cooldown_steps")
 # The model's size and vocabulary come from the checkpoint with --resume: these may not be given.
 FIXED_ON_RESUME = ("vocab", "options", "init_weights", "lstm_dim", "projection_dim", "n_layers", "filters", "char_dim", "n_highway", "clip", "min_count", "max_vocab")
 SIZE_FLAGS = ("lstm_dim", "projection_dim", "n_layers", "filters", "char_dim", "n_highway", "clip")
 # Smallest allowed value of each integer option (all must also be whole numbers).
 AT_LEAST = {
     "max_line_chars": 1, "lstm_dim": 1, "projection_dim": 1, "char_dim": 1, "n_highway": 0, "min_count": 1, "max_vocab": 4,
-    "max_len": 1, "tokens_per_batch": 1, "warmup_steps": 0, "seed": 0, "max_steps": 1, "max_epochs": 1, "eval_every": 0,
+    "max_len": 1, "tokens_per_batch": 1, "warmup_steps": 0, "cooldown_steps": 0, "seed": 0, "max_steps": 1, "max_epochs": 1, "eval_every": 0,
     "checkpoint_every": 0, "threads": 1,
 }
 POSITIVE = ("lr", "clip_norm", "max_minutes")
 MAX_SEED = 2**63 - 1
-FLAG_NAMES = {"tokens_per_batch": "--batch-tokens", "warmup_steps": "--warmup"}
+FLAG_NAMES = {"tokens_per_batch": "--batch-tokens", "warmup_steps": "--warmup", "cooldown_steps": "--cooldown"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,11 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     vocab.add_argument("--vocab", help="a vocab.txt to use (<S>, </S>, <UNK>, then one word per line) instead of building one")
     vocab.add_argument("--min-count", type=int, default=3, help="minimum count of a vocabulary word")
     vocab.add_argument("--max-vocab", type=int, default=40_000, help="maximum vocabulary size (with <S>, </S>, <UNK>)")
-    train = p.add_argument_group("training (defaults from TrainConfig; with --resume only the stop flags may be given)")
+    train = p.add_argument_group("training (defaults from TrainConfig; with --resume only the stop flags and --cooldown may be given)")
     train.add_argument("--max-len", type=int, help=f"tokens per training window ({d.max_len})")
     train.add_argument("--batch-tokens", dest="tokens_per_batch", type=int, help=f"predicted tokens per global batch, all processes together ({d.tokens_per_batch})")
     train.add_argument("--lr", type=float, help=f"peak Adam learning rate ({d.lr})")
     train.add_argument("--warmup", dest="warmup_steps", type=int, help=f"warmup steps ({d.warmup_steps})")
+    train.add_argument("--cooldown", dest="cooldown_steps", type=int,
+                       help=f"decay the learning rate linearly towards 0 over the last N steps before --max-steps, e.g. to finish a run ({d.cooldown_steps})")
     train.add_argument("--dropout", type=float, help=f"dropout between layers, 0 <= p < 1 ({d.dropout})")
     train.add_argument("--clip-norm", type=float, help=f"gradient norm clipping ({d.clip_norm})")
     train.add_argument("--seed", type=int, help=f"random seed ({d.seed})")
@@ -198,6 +202,8 @@ def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None
         raise ElmoInputError(f"--clip must be a finite number of at least 0, got {args.clip}")
     if args.dropout is not None and not 0 <= args.dropout < 1:
         raise ElmoInputError(f"--dropout must be at least 0 and below 1, got {args.dropout}")
+    if not args.resume:  # resuming, with the checkpoint's run length (see _config)
+        _check_cooldown(args.cooldown_steps, args.max_steps)
     changed = [dest for dest in FIXED_ON_RESUME if getattr(args, dest) != parser.get_default(dest)]
     if args.resume and (changed or args.overwrite):
         given = ", ".join(_flag(d) for d in changed) or "--overwrite"
@@ -298,20 +304,32 @@ def _check_export_layers(export_layers: Optional[int], options) -> None:
 
 
 def _config(args: argparse.Namespace, state):
-    """TrainConfig from the checkpoint (resuming) or the flags. Resuming, the stop flags apply and the
-    other training flags may only repeat the checkpoint's values."""
+    """TrainConfig from the checkpoint (resuming) or the flags. Resuming, the stop flags and the cooldown
+    apply and the other training flags may only repeat the checkpoint's values."""
     from ..errors import ElmoInputError
     from ..pretrain.config import TrainConfig
 
     given = {k: v for k, v in vars(args).items() if v is not None and k in TrainConfig.__dataclass_fields__}
     if state is None:
-        return TrainConfig.from_dict(given)
-    changed = [k for k, v in given.items() if k not in STOP_FLAGS and v != state["config"].get(k)]
+        return TrainConfig.from_dict(given)  # the cooldown was checked with the other flags
+    changed = [k for k, v in given.items() if k not in CHANGEABLE_ON_RESUME and v != state["config"].get(k)]
     if changed:
         was = ", ".join(f"{_flag(k)} {given[k]} (checkpoint: {state['config'].get(k)})" for k in changed)
-        raise ElmoInputError(f"--resume continues with the checkpoint's training settings; only the stop flags may change: {was}")
-    stops = {k: v for k, v in given.items() if k in STOP_FLAGS}
-    return TrainConfig.from_dict({**state["config"], **stops})
+        raise ElmoInputError(f"--resume continues with the checkpoint's training settings; only the stop flags and --cooldown may change: {was}")
+    stops = {k: v for k, v in given.items() if k in CHANGEABLE_ON_RESUME}
+    config = TrainConfig.from_dict({**state["config"], **stops})
+    _check_cooldown(config.cooldown_steps, config.max_steps)
+    return config
+
+
+def _check_cooldown(cooldown_steps: Optional[int], max_steps: Optional[int]) -> None:
+    """An ElmoInputError unless a cooldown has a run length to end at and fits in it."""
+    from ..errors import ElmoInputError
+
+    if cooldown_steps and not max_steps:
+        raise ElmoInputError(f"--cooldown {cooldown_steps} needs --max-steps (the step at which the learning rate reaches 0)")
+    if cooldown_steps and cooldown_steps > max_steps:
+        raise ElmoInputError(f"--cooldown {cooldown_steps} is longer than the run (--max-steps {max_steps})")
 
 
 def _options(args: argparse.Namespace, state):

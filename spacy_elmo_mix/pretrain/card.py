@@ -44,7 +44,7 @@ def model_card(options: BiLMOptions, info: Dict[str, Any], notes: str = "") -> s
         f"{run['elapsed_s'] / 60:.1f} minutes{_where(run)}.",
         f"- Windows of at most {cfg['max_len']} tokens with `<S>`/`</S>`, zero initial state (as at inference); "
         f"about {cfg['tokens_per_batch']} tokens per batch; Adam, peak learning rate {cfg['lr']:g}, "
-        f"{cfg['warmup_steps']} warmup steps then inverse square-root decay; dropout {cfg['dropout']:g}; "
+        f"{cfg['warmup_steps']} warmup steps then inverse square-root decay{_cooldown(cfg)}; dropout {cfg['dropout']:g}; "
         f"gradient norm clipped at {cfg['clip_norm']:g}; seed {cfg['seed']}.",
         *([f"- Started from the biLM weights `{cfg['init_weights']}` (the softmax from random weights)."] if cfg.get("init_weights") else []),
         "",
@@ -85,3 +85,8 @@ def _where(run: Dict[str, Any]) -> str:
         return ""
     rate = f", {run['tokens_per_s']:,.0f} predicted tokens/s" if run.get("tokens_per_s") else ""
     return f" (last session: {run['processes']} process(es) on {run['device']}{rate})"
+
+
+def _cooldown(cfg: Dict[str, Any]) -> str:
+    steps = cfg.get("cooldown_steps", 0)
+    return f", falling linearly towards 0 over the last {steps:,} steps" if steps else ""

@@ -12,6 +12,8 @@ class TrainConfig:
     max_len: tokens per training window (longer lines are cut).
     tokens_per_batch: predicted tokens per batch and direction (about).
     lr: peak Adam learning rate; warmup_steps: linear warmup, then inverse square-root decay.
+    cooldown_steps: over the last this many steps before ``max_steps`` the learning rate also falls
+        linearly towards 0 (0: no cooldown; needs ``max_steps``).
     dropout: dropout between the biLM's layers during training.
     clip_norm: gradient norm clipping threshold.
     seed: seed of the initialisation, the data order and dropout.
@@ -27,6 +29,7 @@ class TrainConfig:
     tokens_per_batch: int = 2000
     lr: float = 1.5e-3
     warmup_steps: int = 200
+    cooldown_steps: int = 0
     dropout: float = 0.1
     clip_norm: float = 1.0
     seed: int = 0

@@ -23,7 +23,7 @@ from .stream import StreamingData
 from .distributed import Cluster
 from .evaluate import heldout_totals
 from .model import LanguageModel
-from .schedule import warmup_inverse_sqrt
+from .schedule import apply_current, warmup_inverse_sqrt
 
 SMOOTHING = 0.98
 
@@ -51,7 +51,7 @@ class Trainer:
         self.network = DistributedDataParallel(model, device_ids=device_ids, find_unused_parameters=True) if cluster.distributed else model
         self.output_dir = Path(output_dir)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-        self.scheduler = warmup_inverse_sqrt(self.optimizer, config.warmup_steps)
+        self.scheduler = warmup_inverse_sqrt(self.optimizer, config.warmup_steps, config.cooldown_steps, config.max_steps)
         self.step = self.epoch = self.batch_in_epoch = 0
         self.elapsed = 0.0
         self.history: Dict[str, List[List[float]]] = {"train": [], "heldout": []}
@@ -171,6 +171,7 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        apply_current(self.scheduler)  # the stop flags and the cooldown may have changed
         restore_rng_states(state["rng"])
         position = state["position"]
         self.step, self.epoch, self.batch_in_epoch = position["step"], position["epoch"], position["batch_in_epoch"]
