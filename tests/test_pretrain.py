@@ -13,6 +13,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from spacy_elmo_mix.bilm import BiLMOptions, ElmoEmbedder, load_bilm
 from spacy_elmo_mix.__main__ import main as cli_main
 from spacy_elmo_mix.cli.pretrain import main as pretrain_main
+from spacy_elmo_mix.errors import ElmoInputError
 from spacy_elmo_mix.pretrain import TrainConfig, Trainer
 from spacy_elmo_mix.pretrain.batches import char_table, make_batch
 from spacy_elmo_mix.pretrain.checkpoint import load_checkpoint
@@ -343,3 +344,42 @@ def test_cli_cooldown_needs_a_run_length_and_may_be_added_on_resume(corpus, tmp_
     state = load_checkpoint(out / "checkpoint.pt")
     assert state["config"]["cooldown_steps"] == 2 and state["position"]["step"] == 4
     assert "falling linearly towards 0 over the last 2 steps" in (out / "MODEL_CARD.md").read_text(encoding="utf-8")
+
+
+def test_cli_resume_with_longer_windows_starts_the_next_epoch_and_keeps_the_heldout_windows(corpus, tmp_path, capsys):
+    """A model trained on short windows fails on longer sequences: --max-len may grow on --resume."""
+    long_corpus = tmp_path / "long.txt"
+    long_corpus.write_text(" ".join(corpus[0].read_text(encoding="utf-8").split("\n")[:30]) + "\n" + corpus[0].read_text(encoding="utf-8"), encoding="utf-8")
+    out = tmp_path / "out"
+    base = [long_corpus, "--heldout", corpus[1], "--output", out, "--no-progress"]
+    assert run_cli(base + SIZE_FLAGS + ["--min-count", "1", "--max-steps", "3", "--max-len", "8", "--batch-tokens", "60"], capsys)[0] == 0
+    first = load_checkpoint(out / "checkpoint.pt")
+    assert first["position"]["epoch"] == 0 and first["position"]["batch_in_epoch"] == 3
+    code, err = run_cli(base + ["--resume", "--max-steps", "5", "--max-len", "64"], capsys)
+    assert code == 0, err
+    state = load_checkpoint(out / "checkpoint.pt")
+    assert state["config"]["max_len"] == 64 and state["config"]["heldout_max_len"] == 8
+    assert state["history"]["windows"] == [[0, 8], [3, 64]]
+    assert state["position"] == {"step": 5, "epoch": 1, "batch_in_epoch": 2}
+    assert [row[0] for row in state["history"]["heldout"]] == [3, 5]
+    card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert "Windows of at most 8 tokens, then of at most 64 tokens from step 3" in card and "held-out windows of at most 8 tokens" in card
+    code, err = run_cli(base + ["--resume", "--max-steps", "6", "--max-len", "64", "--warmup", "9"], capsys)
+    assert code == 1 and "only the stop flags, --cooldown and --max-len may change: --warmup 9 (checkpoint: 200)" in err
+
+
+def test_resumed_windows_are_cut_at_the_new_length(corpus, tmp_path):
+    first = make_trainer(corpus, tmp_path / "run", max_steps=2, max_len=8)
+    first.train(progress=False)
+    data = prepare_data([corpus[0]], [corpus[1]], max_len=3, min_count=1, heldout_max_len=8, vocab=first.data.vocab)
+    cfg = TrainConfig(**{**first.config.to_dict(), "max_len": 3, "heldout_max_len": 8, "max_steps": 4})
+    resumed = Trainer(LanguageModel(BiLMOptions.from_dict(TINY), len(data.vocab)), data, cfg, tmp_path / "run")
+    resumed.load_state_dict(load_checkpoint(first.checkpoint_path))
+    assert (resumed.epoch, resumed.batch_in_epoch) == (1, 0) and resumed.history["windows"] == [[0, 8], [2, 3]]
+    assert max(map(len, data.train)) == 3 and max(map(len, data.heldout)) > 3
+    assert all(len(e) <= 3 for batch in [next(resumed._batches())] for e in batch)
+    resumed.train(progress=False)
+    assert resumed.step == 4
+    other = prepare_data([corpus[1]], [], max_len=3, min_count=1, vocab=first.data.vocab)
+    with pytest.raises(ElmoInputError, match="other data"):
+        Trainer(LanguageModel(BiLMOptions.from_dict(TINY), len(other.vocab)), other, cfg, tmp_path / "other").load_state_dict(load_checkpoint(first.checkpoint_path))

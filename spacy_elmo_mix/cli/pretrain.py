@@ -24,8 +24,9 @@ if TYPE_CHECKING:
     from ..pretrain.distributed import Cluster
 
 STOP_FLAGS = ("max_steps", "max_minutes", "max_epochs")
-# Resuming, these may change too (the learning rate's cooldown is defined by where the run ends).
-CHANGEABLE_ON_RESUME = (*STOP_FLAGS, "cooldown_steps")
+# Resuming, these may change too: the learning rate's cooldown (defined by where the run ends) and
+# the training windows (a model trained on short windows fails on longer sequences).
+CHANGEABLE_ON_RESUME = (*STOP_FLAGS, "cooldown_steps", "max_len")
 # The model's size and vocabulary come from the checkpoint with --resume: these may not be given.
 FIXED_ON_RESUME = ("vocab", "options", "init_weights", "lstm_dim", "projection_dim", "n_layers", "filters", "char_dim", "n_highway", "clip", "min_count", "max_vocab")
 SIZE_FLAGS = ("lstm_dim", "projection_dim", "n_layers", "filters", "char_dim", "n_highway", "clip")
@@ -70,8 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     vocab.add_argument("--vocab", help="a vocab.txt to use (<S>, </S>, <UNK>, then one word per line) instead of building one")
     vocab.add_argument("--min-count", type=int, default=3, help="minimum count of a vocabulary word")
     vocab.add_argument("--max-vocab", type=int, default=40_000, help="maximum vocabulary size (with <S>, </S>, <UNK>)")
-    train = p.add_argument_group("training (defaults from TrainConfig; with --resume only the stop flags and --cooldown may be given)")
-    train.add_argument("--max-len", type=int, help=f"tokens per training window ({d.max_len})")
+    train = p.add_argument_group("training (defaults from TrainConfig; with --resume only the stop flags, --cooldown and --max-len may be given)")
+    train.add_argument("--max-len", type=int, help=f"tokens per training window: longer lines are cut ({d.max_len}); the biLM fails on longer "
+                       "sequences than it was trained on. With --resume: training goes on from the next epoch with the new windows, "
+                       "the held-out windows stay as they were")
     train.add_argument("--batch-tokens", dest="tokens_per_batch", type=int, help=f"predicted tokens per global batch, all processes together ({d.tokens_per_batch})")
     train.add_argument("--lr", type=float, help=f"peak Adam learning rate ({d.lr})")
     train.add_argument("--warmup", dest="warmup_steps", type=int, help=f"warmup steps ({d.warmup_steps})")
@@ -274,7 +277,7 @@ def _run(args: argparse.Namespace, cluster, notes: str) -> int:
     reader = StreamingData if args.stream else prepare_data
     data = reader(
         args.train, args.heldout, config.max_len, args.pretokenized, args.min_count, args.max_vocab, vocab=vocab,
-        max_line_chars=args.max_line_chars, encoding=args.encoding,
+        max_line_chars=args.max_line_chars, encoding=args.encoding, heldout_max_len=config.heldout_max_len,
     )
     torch.manual_seed(config.seed)
     model = LanguageModel(options, len(data.vocab), dropout=config.dropout)
@@ -304,8 +307,9 @@ def _check_export_layers(export_layers: Optional[int], options) -> None:
 
 
 def _config(args: argparse.Namespace, state):
-    """TrainConfig from the checkpoint (resuming) or the flags. Resuming, the stop flags and the cooldown
-    apply and the other training flags may only repeat the checkpoint's values."""
+    """TrainConfig from the checkpoint (resuming) or the flags. Resuming, the stop flags, the cooldown and
+    the window length apply (the held-out windows keep their length) and the other training flags may
+    only repeat the checkpoint's values."""
     from ..errors import ElmoInputError
     from ..pretrain.config import TrainConfig
 
@@ -315,9 +319,11 @@ def _config(args: argparse.Namespace, state):
     changed = [k for k, v in given.items() if k not in CHANGEABLE_ON_RESUME and v != state["config"].get(k)]
     if changed:
         was = ", ".join(f"{_flag(k)} {given[k]} (checkpoint: {state['config'].get(k)})" for k in changed)
-        raise ElmoInputError(f"--resume continues with the checkpoint's training settings; only the stop flags and --cooldown may change: {was}")
+        raise ElmoInputError(f"--resume continues with the checkpoint's training settings; only the stop flags, --cooldown and --max-len may change: {was}")
     stops = {k: v for k, v in given.items() if k in CHANGEABLE_ON_RESUME}
     config = TrainConfig.from_dict({**state["config"], **stops})
+    if config.max_len != state["config"]["max_len"] and config.heldout_max_len is None:
+        config.heldout_max_len = state["config"]["max_len"]
     _check_cooldown(config.cooldown_steps, config.max_steps)
     return config
 
@@ -376,6 +382,7 @@ def _export(args: argparse.Namespace, trainer, summary, notes: str) -> None:
         "data": data.summary, "config": trainer.config.to_dict(), "training": summary, "unigram_ppl": unigram,
         "n_parameters": _exported_parameters(output), "weights_bytes": os.path.getsize(output / "weights.hdf5"),
         "exported_layers": exported, "trained_layers": bilm.options.lstm.n_layers, "curve": "training_curve.png",
+        "windows": trainer.history["windows"],
     }
     write_model_card(output / "MODEL_CARD.md", options, info, notes)
     print(f"exported {output}/options.json, weights.hdf5, vocab.txt, MODEL_CARD.md, training_curve.png")

@@ -24,8 +24,8 @@ BOS_TYPE, EOS_TYPE = 0, 1
 SORT_POOL_BATCHES = 50
 
 
-def make_examples(sentences: Sequence[np.ndarray], max_len: int) -> List[np.ndarray]:
-    """Cut every sentence (array of type ids) into windows of at most ``max_len`` tokens."""
+def make_examples(sentences: Sequence[Sequence], max_len: int) -> List[Sequence]:
+    """Cut every sentence (array of type ids, or list of tokens) into windows of at most ``max_len`` tokens."""
     if max_len < 1:
         raise ValueError(f"max_len must be at least 1, got {max_len}")
     return [s[i : i + max_len] for s in sentences for i in range(0, len(s), max_len)]

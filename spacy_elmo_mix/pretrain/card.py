@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Union
+from typing import Any, Dict, List, Union
 
 from ..atomic import write_text_atomic
 from ..bilm import BiLMOptions
@@ -14,7 +14,8 @@ def model_card(options: BiLMOptions, info: Dict[str, Any], notes: str = "") -> s
     """The card's Markdown.
 
     info: ``data`` (corpus summary), ``config`` (TrainConfig dict), ``training`` (Trainer.summary()),
-    ``unigram_ppl``, ``n_parameters``, ``weights_bytes``, ``exported_layers``.
+    ``unigram_ppl``, ``n_parameters``, ``weights_bytes``, ``exported_layers``, ``windows`` (the
+    trainer's ``history["windows"]``).
     notes: extra Markdown sections appended at the end (e.g. why this size, downstream value).
     """
     data, cfg, run = info["data"], info["config"], info["training"]
@@ -42,7 +43,7 @@ def model_card(options: BiLMOptions, info: Dict[str, Any], notes: str = "") -> s
         "## Training",
         f"- {run['steps']:,} steps ({run['epoch']} full epoch(s) completed), {run['tokens_seen']:,} predicted tokens per direction, "
         f"{run['elapsed_s'] / 60:.1f} minutes{_where(run)}.",
-        f"- Windows of at most {cfg['max_len']} tokens with `<S>`/`</S>`, zero initial state (as at inference); "
+        f"- {_windows(info.get('windows') or [[0, cfg['max_len']]])} with `<S>`/`</S>`, zero initial state (as at inference); "
         f"about {cfg['tokens_per_batch']} tokens per batch; Adam, peak learning rate {cfg['lr']:g}, "
         f"{cfg['warmup_steps']} warmup steps then inverse square-root decay{_cooldown(cfg)}; dropout {cfg['dropout']:g}; "
         f"gradient norm clipped at {cfg['clip_norm']:g}; seed {cfg['seed']}.",
@@ -56,7 +57,7 @@ def model_card(options: BiLMOptions, info: Dict[str, Any], notes: str = "") -> s
         f"| unigram (add-one word frequencies of the training text) | {_fmt(unigram)} | {_fmt(unigram)} |",
         "",
         "Both over the same vocabulary (rare words as `<UNK>`) and the same predictions (every word and "
-        "the end marker of its direction).",
+        f"the end marker of its direction), on held-out windows of at most {cfg.get('heldout_max_len') or cfg['max_len']} tokens.",
     ]
     if info.get("curve"):
         lines += ["", f"![training curve]({info['curve']})"]
@@ -90,3 +91,11 @@ def _where(run: Dict[str, Any]) -> str:
 def _cooldown(cfg: Dict[str, Any]) -> str:
     steps = cfg.get("cooldown_steps", 0)
     return f", falling linearly towards 0 over the last {steps:,} steps" if steps else ""
+
+
+def _windows(windows: List[List[int]]) -> str:
+    """The training windows: "Windows of at most 30 tokens", with the steps of each length if it changed."""
+    if len(windows) == 1:
+        return f"Windows of at most {windows[0][1]} tokens"
+    spans = [f"{length} tokens from step {start:,}" for start, length in windows[1:]]
+    return f"Windows of at most {windows[0][1]} tokens, then of at most " + ", then ".join(spans)

@@ -9,7 +9,11 @@ from typing import Any, Dict, Optional
 class TrainConfig:
     """Settings of one pretraining run.
 
-    max_len: tokens per training window (longer lines are cut).
+    max_len: tokens per training window (longer lines are cut). The biLM learns what it sees: one
+        trained on short windows fails on longer sequences, so make it at least as long as the
+        sentences the model will embed.
+    heldout_max_len: tokens per held-out window (None: ``max_len``); a run resumed with another
+        ``max_len`` keeps its held-out windows, so that its held-out curve stays comparable.
     tokens_per_batch: predicted tokens per batch and direction (about).
     lr: peak Adam learning rate; warmup_steps: linear warmup, then inverse square-root decay.
     cooldown_steps: over the last this many steps before ``max_steps`` the learning rate also falls
@@ -26,6 +30,7 @@ class TrainConfig:
     """
 
     max_len: int = 30
+    heldout_max_len: Optional[int] = None
     tokens_per_batch: int = 2000
     lr: float = 1.5e-3
     warmup_steps: int = 200

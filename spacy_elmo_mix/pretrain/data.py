@@ -61,8 +61,10 @@ def prepare_data(
     vocab: Optional[Vocabulary] = None,
     max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
     encoding: str = DEFAULT_ENCODING,
+    heldout_max_len: Optional[int] = None,
 ) -> TrainingData:
-    """Read the text files, build (or reuse) the vocabulary and cut windows of ``max_len`` tokens.
+    """Read the text files, build (or reuse) the vocabulary and cut windows of ``max_len`` tokens
+    (held-out text: ``heldout_max_len``, default ``max_len``).
 
     vocab: a fixed vocabulary (when resuming); otherwise built from the training files with
     ``min_count`` and ``max_vocab``.
@@ -88,7 +90,7 @@ def prepare_data(
     }
     return TrainingData(
         train=make_examples(train.sentences, max_len),
-        heldout=make_examples(heldout.sentences, max_len) if heldout else [],
+        heldout=make_examples(heldout.sentences, heldout_max_len or max_len) if heldout else [],
         vocab=vocab,
         chars=char_table(types),
         type_to_vocab=vocab.type_to_vocab(types),

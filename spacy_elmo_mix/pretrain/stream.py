@@ -24,7 +24,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
-from .batches import Batch, char_table, cut_batches, make_batch
+from .batches import Batch, char_table, cut_batches, make_batch, make_examples
 from .corpus import DEFAULT_ENCODING, DEFAULT_MAX_LINE_CHARS, CorpusError, TypeTable, expand_paths, make_tokenizer, read_lines
 from .vocab import UNK_ID, Vocabulary
 
@@ -39,7 +39,7 @@ class StreamingData:
     """Training text streamed from ``train_paths``; the same interface as :class:`TrainingData`.
 
     train_paths, heldout_paths: text files or glob patterns (``.gz`` decompressed).
-    max_len: tokens per training window.
+    max_len: tokens per training window; heldout_max_len: per held-out window (None: ``max_len``).
     pretokenized, max_line_chars, encoding: as in :func:`~.corpus.read_corpus`.
     min_count, max_vocab: the vocabulary built from the counting pass (unless ``vocab`` is given).
     vocab: a fixed vocabulary (given or from a checkpoint): the counting pass is skipped.
@@ -50,6 +50,7 @@ class StreamingData:
         self, train_paths: Sequence[Union[str, Path]], heldout_paths: Sequence[Union[str, Path]], max_len: int,
         pretokenized: bool = False, min_count: int = 3, max_vocab: int = 40_000, vocab: Optional[Vocabulary] = None,
         max_line_chars: int = DEFAULT_MAX_LINE_CHARS, encoding: str = DEFAULT_ENCODING, count_cap: Optional[int] = None,
+        heldout_max_len: Optional[int] = None,
     ):
         self.train_paths, self.max_len = expand_paths(train_paths), max_len
         self._read = dict(pretokenized=pretokenized, max_line_chars=max_line_chars, encoding=encoding)
@@ -66,7 +67,7 @@ class StreamingData:
         self.vocab = vocab
         heldout_paths = expand_paths(heldout_paths)
         heldout_lines = list(self.lines(heldout_paths)) if heldout_paths else []
-        self.heldout: List[Window] = [w for line in heldout_lines for w in self._cut_line(line)]
+        self.heldout: List[Window] = make_examples(heldout_lines, heldout_max_len or max_len)
         self.summary = {
             "train_files": [str(p) for p in self.train_paths], "heldout_files": [str(p) for p in heldout_paths],
             "train_lines": getattr(self, "n_lines", None), "train_tokens": getattr(self, "n_tokens", None),
@@ -82,15 +83,12 @@ class StreamingData:
                 if tokens:
                     yield tokens
 
-    def _cut_line(self, tokens: List[str]) -> List[Window]:
-        return [tokens[i : i + self.max_len] for i in range(0, len(tokens), self.max_len)]
-
     def epoch_batches(self, tokens_per_batch: int, seed: int, epoch: int, start: int = 0) -> Iterator[List[Window]]:
         """The global batches of ``epoch`` from batch ``start`` on (the skipped ones are read, not built)."""
         rng = np.random.default_rng([seed, epoch])
         files = [self.train_paths[i] for i in rng.permutation(len(self.train_paths))]
         index = 0
-        windows = (w for line in self.lines(files) for w in self._cut_line(line))
+        windows = (w for line in self.lines(files) for w in make_examples([line], self.max_len))
         for pool in _pools(windows, SHUFFLE_POOL_BATCHES * tokens_per_batch):
             lengths = np.array([len(w) for w in pool])
             order = rng.permutation(len(pool))

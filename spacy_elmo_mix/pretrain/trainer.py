@@ -35,7 +35,7 @@ class Trainer:
     cluster: this process's rank, the number of processes and the device (default: one CPU process).
     bf16: matrix products in bfloat16 with float32 weights, state and loss (default: on CUDA).
     history: ``{"train": [[step, forward_nll, backward_nll, tokens, elapsed_s], ...],
-    "heldout": [[step, forward_ppl, backward_ppl, elapsed_s], ...]}``.
+    "heldout": [[step, forward_ppl, backward_ppl, elapsed_s], ...], "windows": [[first_step, max_len], ...]}``.
     """
 
     def __init__(
@@ -54,7 +54,7 @@ class Trainer:
         self.scheduler = warmup_inverse_sqrt(self.optimizer, config.warmup_steps, config.cooldown_steps, config.max_steps)
         self.step = self.epoch = self.batch_in_epoch = 0
         self.elapsed = 0.0
-        self.history: Dict[str, List[List[float]]] = {"train": [], "heldout": []}
+        self.history: Dict[str, List[List[float]]] = {"train": [], "heldout": [], "windows": [[0, config.max_len]]}
 
     @property
     def checkpoint_path(self) -> Path:
@@ -165,8 +165,16 @@ class Trainer:
         }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Continue from a :meth:`state_dict` (the data must be the same as when it was saved)."""
-        if state["data"] != self.data.fingerprint():
+        """Continue from a :meth:`state_dict` (the data must be the same as when it was saved). With
+        another ``max_len`` than the checkpoint's, the text is cut into other windows: training goes
+        on from the start of the next epoch (a position among the old windows means nothing among the
+        new ones) and ``history["windows"]`` records from which step the new length applies."""
+        old_len = state["config"]["max_len"]
+        saved, current = dict(state["data"]), self.data.fingerprint()
+        if old_len != self.config.max_len:  # the number of windows changes with their length
+            saved.pop("train_examples", None)
+            current = {k: v for k, v in current.items() if k != "train_examples"}
+        if saved != current:
             raise ElmoInputError(f"The checkpoint was trained on other data ({state['data']}), not this corpus ({self.data.fingerprint()})")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -177,6 +185,11 @@ class Trainer:
         self.step, self.epoch, self.batch_in_epoch = position["step"], position["epoch"], position["batch_in_epoch"]
         self.elapsed = state["elapsed_s"]
         self.history = state["history"]
+        windows = self.history.setdefault("windows", [[0, old_len]])
+        if old_len != self.config.max_len:
+            windows.append([self.step, self.config.max_len])
+            if self.batch_in_epoch:
+                self.epoch, self.batch_in_epoch = self.epoch + 1, 0
 
     def save(self) -> Path:
         """Write the checkpoint atomically (rank 0 only); returns its path."""
