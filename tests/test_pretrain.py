@@ -348,10 +348,14 @@ def test_cli_cooldown_needs_a_run_length_and_may_be_added_on_resume(corpus, tmp_
 
 def test_cli_resume_with_longer_windows_starts_the_next_epoch_and_keeps_the_heldout_windows(corpus, tmp_path, capsys):
     """A model trained on short windows fails on longer sequences: --max-len may grow on --resume."""
-    long_corpus = tmp_path / "long.txt"
-    long_corpus.write_text(" ".join(corpus[0].read_text(encoding="utf-8").split("\n")[:30]) + "\n" + corpus[0].read_text(encoding="utf-8"), encoding="utf-8")
+    def with_a_long_line(path, n):
+        text = path.read_text(encoding="utf-8")
+        longer = tmp_path / f"long_{path.name}"
+        longer.write_text(" ".join(text.split("\n")[:n]) + "\n" + text, encoding="utf-8")
+        return longer
+
     out = tmp_path / "out"
-    base = [long_corpus, "--heldout", corpus[1], "--output", out, "--no-progress"]
+    base = [with_a_long_line(corpus[0], 30), "--heldout", with_a_long_line(corpus[1], 8), "--output", out, "--no-progress"]
     assert run_cli(base + SIZE_FLAGS + ["--min-count", "1", "--max-steps", "3", "--max-len", "8", "--batch-tokens", "60"], capsys)[0] == 0
     first = load_checkpoint(out / "checkpoint.pt")
     assert first["position"]["epoch"] == 0 and first["position"]["batch_in_epoch"] == 3
@@ -362,8 +366,11 @@ def test_cli_resume_with_longer_windows_starts_the_next_epoch_and_keeps_the_held
     assert state["history"]["windows"] == [[0, 8], [3, 64]]
     assert state["position"] == {"step": 5, "epoch": 1, "batch_in_epoch": 2}
     assert [row[0] for row in state["history"]["heldout"]] == [3, 5]
+    assert [row[0] for row in state["history"]["heldout_as_trained"]] == [5]  # the held-out text in windows of 64
+    assert state["history"]["heldout_as_trained"][0][1:3] != state["history"]["heldout"][1][1:3]
     card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert "Windows of at most 8 tokens, then of at most 64 tokens from step 3" in card and "held-out windows of at most 8 tokens" in card
+    assert "On the held-out text in windows of at most 64 tokens as in training" in card
     code, err = run_cli(base + ["--resume", "--max-steps", "6", "--max-len", "64", "--warmup", "9"], capsys)
     assert code == 1 and "only the stop flags, --cooldown and --max-len may change: --warmup 9 (checkpoint: 200)" in err
 

@@ -58,6 +58,7 @@ def model_card(options: BiLMOptions, info: Dict[str, Any], notes: str = "") -> s
         "",
         "Both over the same vocabulary (rare words as `<UNK>`) and the same predictions (every word and "
         f"the end marker of its direction), on held-out windows of at most {cfg.get('heldout_max_len') or cfg['max_len']} tokens.",
+        *_as_trained(cfg, run),
     ]
     if info.get("curve"):
         lines += ["", f"![training curve]({info['curve']})"]
@@ -99,3 +100,12 @@ def _windows(windows: List[List[int]]) -> str:
         return f"Windows of at most {windows[0][1]} tokens"
     spans = [f"{length} tokens from step {start:,}" for start, length in windows[1:]]
     return f"Windows of at most {windows[0][1]} tokens, then of at most " + ", then ".join(spans)
+
+
+def _as_trained(cfg: Dict[str, Any], run: Dict[str, Any]) -> List[str]:
+    """The held-out perplexity in the training windows, when the held-out windows are shorter."""
+    if not run.get("heldout_as_trained_ppl"):
+        return []
+    forward, backward = run["heldout_as_trained_ppl"]
+    return [f"On the held-out text in windows of at most {cfg['max_len']} tokens as in training (lines up to that length "
+            f"whole, as the `elmo` component embeds sentences): forward {forward:.1f}, backward {backward:.1f}."]

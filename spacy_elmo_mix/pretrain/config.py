@@ -10,8 +10,8 @@ class TrainConfig:
     """Settings of one pretraining run.
 
     max_len: tokens per training window (longer lines are cut). The biLM learns what it sees: one
-        trained on short windows fails on longer sequences, so make it at least as long as the
-        sentences the model will embed.
+        trained on short windows fails on longer sequences (see pretraining/README.md), so the
+        default is the ``elmo`` component's longest sequence (its ``max_length``, 256).
     heldout_max_len: tokens per held-out window (None: ``max_len``); a run resumed with another
         ``max_len`` keeps its held-out windows, so that its held-out curve stays comparable.
     tokens_per_batch: predicted tokens per batch and direction (about).
@@ -29,7 +29,7 @@ class TrainConfig:
         weights (a published ELMo or a model this command exported; the softmax starts fresh); None: random.
     """
 
-    max_len: int = 30
+    max_len: int = 256
     heldout_max_len: Optional[int] = None
     tokens_per_batch: int = 2000
     lr: float = 1.5e-3

@@ -1,7 +1,7 @@
 """Everything the trainer needs from the text: examples, vocabulary and character table."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Union
 
@@ -19,6 +19,7 @@ class TrainingData:
 
     chars: character ids of every type; type_to_vocab: softmax id of every type.
     summary: corpus facts for the model card (files, lines, tokens, skipped lines, vocabulary size).
+    heldout_as_trained: the held-out text in training windows, when ``heldout`` has other ones.
     """
 
     train: List[np.ndarray]
@@ -27,6 +28,7 @@ class TrainingData:
     chars: np.ndarray
     type_to_vocab: np.ndarray
     summary: Dict[str, object]
+    heldout_as_trained: List[np.ndarray] = field(default_factory=list)
 
     def epoch_batches(self, tokens_per_batch: int, seed: int, epoch: int, start: int = 0) -> Iterator[List[np.ndarray]]:
         """The global batches of ``epoch`` (see :func:`epoch_plan`) from batch ``start`` on."""
@@ -95,4 +97,5 @@ def prepare_data(
         chars=char_table(types),
         type_to_vocab=vocab.type_to_vocab(types),
         summary=summary,
+        heldout_as_trained=make_examples(heldout.sentences, max_len) if heldout and (heldout_max_len or max_len) != max_len else [],
     )

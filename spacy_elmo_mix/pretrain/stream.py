@@ -39,7 +39,8 @@ class StreamingData:
     """Training text streamed from ``train_paths``; the same interface as :class:`TrainingData`.
 
     train_paths, heldout_paths: text files or glob patterns (``.gz`` decompressed).
-    max_len: tokens per training window; heldout_max_len: per held-out window (None: ``max_len``).
+    max_len: tokens per training window; heldout_max_len: per held-out window (None: ``max_len``);
+        ``heldout_as_trained`` holds the held-out text in training windows when they differ.
     pretokenized, max_line_chars, encoding: as in :func:`~.corpus.read_corpus`.
     min_count, max_vocab: the vocabulary built from the counting pass (unless ``vocab`` is given).
     vocab: a fixed vocabulary (given or from a checkpoint): the counting pass is skipped.
@@ -68,6 +69,7 @@ class StreamingData:
         heldout_paths = expand_paths(heldout_paths)
         heldout_lines = list(self.lines(heldout_paths)) if heldout_paths else []
         self.heldout: List[Window] = make_examples(heldout_lines, heldout_max_len or max_len)
+        self.heldout_as_trained: List[Window] = make_examples(heldout_lines, max_len) if (heldout_max_len or max_len) != max_len else []
         self.summary = {
             "train_files": [str(p) for p in self.train_paths], "heldout_files": [str(p) for p in heldout_paths],
             "train_lines": getattr(self, "n_lines", None), "train_tokens": getattr(self, "n_tokens", None),

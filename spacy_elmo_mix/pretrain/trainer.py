@@ -35,7 +35,8 @@ class Trainer:
     cluster: this process's rank, the number of processes and the device (default: one CPU process).
     bf16: matrix products in bfloat16 with float32 weights, state and loss (default: on CUDA).
     history: ``{"train": [[step, forward_nll, backward_nll, tokens, elapsed_s], ...],
-    "heldout": [[step, forward_ppl, backward_ppl, elapsed_s], ...], "windows": [[first_step, max_len], ...]}``.
+    "heldout": [[step, forward_ppl, backward_ppl, elapsed_s], ...], "windows": [[first_step, max_len], ...]}``,
+    and ``"heldout_as_trained"`` (rows as ``"heldout"``) when the held-out windows are shorter.
     """
 
     def __init__(
@@ -134,18 +135,27 @@ class Trainer:
         return steps_or_epochs or self.cluster.any(timed_out)
 
     def evaluate(self, bar=None) -> Dict[str, float]:
-        """Held-out perplexities (forward, backward), recorded in the history."""
+        """Held-out perplexities (forward, backward), recorded in the history; when the held-out
+        windows are shorter than the training windows, also on the held-out text in training windows
+        (``history["heldout_as_trained"]``)."""
         if not self.data.heldout:
             return {}
-        with self._autocast():
-            local = heldout_totals(self.model, self.cluster.shard(self.data.heldout), self.data.make_batch)
-        forward, backward, n = self.cluster.sum(local)
-        ppl = {"forward": math.exp(forward / n), "backward": math.exp(backward / n)}
+        ppl = self._perplexities(self.data.heldout)
         self.history["heldout"].append([self.step, ppl["forward"], ppl["backward"], self.elapsed])
+        message = f"step {self.step}: held-out perplexity forward {ppl['forward']:.1f}, backward {ppl['backward']:.1f}"
+        if self.data.heldout_as_trained:
+            long = self._perplexities(self.data.heldout_as_trained)
+            self.history.setdefault("heldout_as_trained", []).append([self.step, long["forward"], long["backward"], self.elapsed])
+            message += f"; in windows of {self.config.max_len}: {long['forward']:.1f}, {long['backward']:.1f}"
         if self.cluster.is_main:
-            message = f"step {self.step}: held-out perplexity forward {ppl['forward']:.1f}, backward {ppl['backward']:.1f}"
             (bar.write if bar is not None else print)(message)
         return ppl
+
+    def _perplexities(self, examples) -> Dict[str, float]:
+        with self._autocast():
+            local = heldout_totals(self.model, self.cluster.shard(examples), self.data.make_batch)
+        forward, backward, n = self.cluster.sum(local)
+        return {"forward": math.exp(forward / n), "backward": math.exp(backward / n)}
 
     def state_dict(self) -> Dict[str, Any]:
         """Everything needed to continue exactly: weights, optimizer, schedule, RNGs, data position."""
@@ -200,6 +210,7 @@ class Trainer:
     def summary(self) -> Dict[str, Any]:
         """Steps, epochs, time, tokens seen and the last held-out perplexities."""
         last = self.history["heldout"][-1] if self.history["heldout"] else None
+        long = self.history.get("heldout_as_trained") or [None]
         train = self.history["train"]
         return {
             "steps": self.step,
@@ -211,6 +222,7 @@ class Trainer:
             "tokens_per_s": _rate(train),
             "heldout_forward_ppl": last[1] if last else None,
             "heldout_backward_ppl": last[2] if last else None,
+            "heldout_as_trained_ppl": long[-1][1:3] if long[-1] and last and long[-1][0] == last[0] else None,
         }
 
 
