@@ -180,11 +180,8 @@ class Trainer:
         on from the start of the next epoch (a position among the old windows means nothing among the
         new ones) and ``history["windows"]`` records from which step the new length applies."""
         old_len = state["config"]["max_len"]
-        saved, current = dict(state["data"]), self.data.fingerprint()
-        if old_len != self.config.max_len:  # the number of windows changes with their length
-            saved.pop("train_examples", None)
-            current = {k: v for k, v in current.items() if k != "train_examples"}
-        if saved != current:
+        varies = {"train_examples"} if old_len != self.config.max_len else set()  # the number of windows
+        if _without(state["data"], varies) != _without(self.data.fingerprint(), varies):
             raise ElmoInputError(f"The checkpoint was trained on other data ({state['data']}), not this corpus ({self.data.fingerprint()})")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -210,7 +207,7 @@ class Trainer:
     def summary(self) -> Dict[str, Any]:
         """Steps, epochs, time, tokens seen and the last held-out perplexities."""
         last = self.history["heldout"][-1] if self.history["heldout"] else None
-        long = self.history.get("heldout_as_trained") or [None]
+        long = (self.history.get("heldout_as_trained") or [None])[-1]
         train = self.history["train"]
         return {
             "steps": self.step,
@@ -222,7 +219,7 @@ class Trainer:
             "tokens_per_s": _rate(train),
             "heldout_forward_ppl": last[1] if last else None,
             "heldout_backward_ppl": last[2] if last else None,
-            "heldout_as_trained_ppl": long[-1][1:3] if long[-1] and last and long[-1][0] == last[0] else None,
+            "heldout_as_trained_ppl": long[1:3] if long and last and long[0] == last[0] else None,
         }
 
 
@@ -246,3 +243,7 @@ class _Meter:
         self.loss = loss if self.loss is None else SMOOTHING * self.loss + (1 - SMOOTHING) * loss
         rate = self.tokens / max(time.monotonic() - self.start, 1e-9)
         return {"loss": f"{self.loss:.3f}", "ppl": f"{math.exp(self.loss):.1f}", "tok_s": f"{rate:.0f}"}
+
+
+def _without(fingerprint: Dict[str, Any], keys: set) -> Dict[str, Any]:
+    return {k: v for k, v in fingerprint.items() if k not in keys}
