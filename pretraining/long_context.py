@@ -16,7 +16,7 @@ context has cosines near 1 in both groups; one that breaks past its windows, muc
 from __future__ import annotations
 
 import argparse
-from typing import List
+from typing import List, Tuple
 
 import numpy as np
 import torch
@@ -27,6 +27,19 @@ BINS = ((1, 10), (10, 20), (20, 30), (30, 40), (40, 60), (60, 90), (90, 130), (1
 
 def perplexity_by_position(checkpoint: str, heldout: str) -> List[str]:
     """Markdown rows: position range, forward and backward perplexity, predictions."""
+    sums, counts = position_nll(checkpoint, heldout)
+    rows = ["| positions | forward | backward | predictions per direction |", "|---|---:|---:|---:|"]
+    for lo, hi in BINS:
+        n = counts[:, lo:hi].sum(axis=1)
+        if n[0]:
+            ppl = np.exp(sums[:, lo:hi].sum(axis=1) / n)
+            rows.append(f"| {lo}-{hi - 1} | {ppl[0]:.1f} | {ppl[1]:.1f} | {int(n[0]):,} |")
+    return rows
+
+
+def position_nll(checkpoint: str, heldout: str) -> Tuple[np.ndarray, np.ndarray]:
+    """``(nll_sums, predictions)``, both ``[direction, position]`` (position = tokens read, 0-257),
+    over the held-out lines in windows of 256 tokens."""
     from spacy_elmo_mix.bilm import BiLMOptions
     from spacy_elmo_mix.pretrain.batches import IGNORE
     from spacy_elmo_mix.pretrain.checkpoint import load_checkpoint
@@ -49,13 +62,7 @@ def perplexity_by_position(checkpoint: str, heldout: str) -> List[str]:
                 log_probs = model.softmax(layers[-1][keep], targets[keep]).output.numpy()
                 np.add.at(sums[d], steps[keep.numpy()], -log_probs)
                 np.add.at(counts[d], steps[keep.numpy()], 1)
-    rows = ["| positions | forward | backward | predictions per direction |", "|---|---:|---:|---:|"]
-    for lo, hi in BINS:
-        n = counts[:, lo:hi].sum(axis=1)
-        if n[0]:
-            ppl = np.exp(sums[:, lo:hi].sum(axis=1) / n)
-            rows.append(f"| {lo}-{hi - 1} | {ppl[0]:.1f} | {ppl[1]:.1f} | {int(n[0]):,} |")
-    return rows
+    return sums, counts
 
 
 def context_cosines(options: str, weights: str, heldout: str, n_lines: int = 40) -> List[str]:
