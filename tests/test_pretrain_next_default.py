@@ -1,12 +1,14 @@
-"""The checkpoint of the next embedded biLM kept in ``pretraining/``: resumable on a fresh machine with
-the command its README gives, on the embedded model's vocabulary, and reported truthfully."""
+"""The training run of the embedded biLM kept in ``pretraining/``: the shipped weights are exactly its
+biLM, on the embedded model's vocabulary, and its README reports it truthfully."""
 from __future__ import annotations
 
 import importlib.util
 
 import pytest
+import torch
 
-from spacy_elmo_mix.bilm import BiLMOptions
+from spacy_elmo_mix.bilm import BiLM, BiLMOptions
+from spacy_elmo_mix.bilm.weights import load_weights
 from spacy_elmo_mix.default_model import DIRECTORY
 from spacy_elmo_mix.pretrain.checkpoint import load_checkpoint
 from spacy_elmo_mix.pretrain.vocab import Vocabulary
@@ -42,3 +44,13 @@ def test_readme_reports_the_checkpoints_progress(state):
     block = progress.progress_block(state)
     assert f"{progress.START}\n{block}\n{progress.END}" in text
     assert block.count("\n| ") == len(state["history"]["heldout"]) + 1 >= 2
+
+
+def test_shipped_weights_are_the_checkpoints_bilm(state):
+    """The embedded model is traceable to this run: its weights.hdf5 holds the checkpoint's biLM, bit for bit."""
+    shipped = BiLM(BiLMOptions.from_file(DIRECTORY / "options.json"))
+    load_weights(shipped, DIRECTORY / "weights.hdf5")
+    trained = {k[len("bilm."):]: v for k, v in state["model"].items() if k.startswith("bilm.")}
+    assert trained.keys() == shipped.state_dict().keys()
+    for name, value in shipped.state_dict().items():
+        assert torch.equal(value, trained[name]), name
