@@ -7,9 +7,8 @@ import importlib.util
 import pytest
 import torch
 
-from spacy_elmo_mix.bilm import BiLM, BiLMOptions
-from spacy_elmo_mix.bilm.weights import load_weights
-from spacy_elmo_mix.default_model import DIRECTORY
+from spacy_elmo_mix.bilm import BiLMOptions, load_bilm
+from spacy_elmo_mix.default_model import DIRECTORY, default_model_files
 from spacy_elmo_mix.pretrain.checkpoint import load_checkpoint
 from spacy_elmo_mix.pretrain.vocab import Vocabulary
 
@@ -48,8 +47,7 @@ def test_readme_reports_the_checkpoints_progress(state):
 
 def test_shipped_weights_are_the_checkpoints_bilm(state):
     """The embedded model is traceable to this run: its weights.hdf5 holds the checkpoint's biLM, bit for bit."""
-    shipped = BiLM(BiLMOptions.from_file(DIRECTORY / "options.json"))
-    load_weights(shipped, DIRECTORY / "weights.hdf5")
+    shipped = load_bilm(*default_model_files())
     trained = {k[len("bilm."):]: v for k, v in state["model"].items() if k.startswith("bilm.")}
     assert trained.keys() == shipped.state_dict().keys()
     for name, value in shipped.state_dict().items():
