@@ -9,6 +9,8 @@ Architectures (``@architectures``):
 - ``spacy-elmo-mix.ElmoTok2Vec.v2``: ELMo vectors at a set scale (optionally with spaCy's hash
   embeddings), a projection and a context encoder: the ``tok2vec`` of a tagger/NER/parser;
   ``ElmoTok2Vec.v1`` is v2 with ELMo's vectors at their raw scale.
+- ``spacy-elmo-mix.BiLSTMTok2Vec.v1``: the paper's network up to its CRF (features -> BiLSTM layers).
+- ``spacy-elmo-mix.CRFTagger.v1``: the model of the ``crf_ner`` and ``crf_tagger`` components.
 Weighting schemes (``@layers``): ``spacy-elmo-mix.ScalarMix.v1``, ``spacy-elmo-mix.ConcatLayers.v1``,
 ``spacy-elmo-mix.PaperScheme.v1``.
 """
@@ -23,6 +25,8 @@ from thinc.types import Floats2d, Floats3d
 
 from .errors import ElmoConfigError
 from .layers import bilm_model, scalar_mix
+from .layers.bilstm_encoder import BiLSTMEncoder
+from .layers.crf_tagger import CRFTaggerModel
 from .layers.feature_scale import ScaledNorm
 from .layers.inline import ElmoInline
 from .layers.listener import ElmoListener
@@ -175,6 +179,44 @@ def build_tok2vec_v2(
             raise ElmoConfigError(f"ElmoTok2Vec.v2: elmo_scale must be a positive number or null, got {elmo_scale!r}")
         elmo = chain(elmo, with_array(ScaledNorm(elmo_scale)))
     return build_tok2vec(elmo, width, encoder, embed, maxout_pieces, dropout)
+
+
+@registry.architectures("spacy-elmo-mix.BiLSTMTok2Vec.v1")
+def build_bilstm_tok2vec(
+    elmo: Optional[Model[List[Doc], List[Floats2d]]],
+    embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
+    width: int = 100,
+    depth: int = 2,
+    dropout: float = 0.5,
+    recurrent_dropout: float = 0.5,
+) -> Model[List[Doc], List[Floats2d]]:
+    """The paper's network up to its CRF: token features -> ``depth`` BiLSTM layers.
+
+    elmo: an ``ElmoListener.v1`` or ``ElmoInline.v1`` block (any scheme), or null (no ELMo).
+    embed: optional spaCy features concatenated with ELMo (e.g. ``spacy.MultiHashEmbed.v2``, with
+        static vectors if present); the only features when ``elmo`` is null.
+    width: LSTM units per direction (output width ``2 * width``); the paper: 100.
+    depth: BiLSTM layers; the paper: 2.
+    dropout: variational dropout of each layer's input (ELMo included) and the output; the paper: 0.5.
+    recurrent_dropout: variational dropout of the recurrent state; the paper: 0.5.
+    Both dropouts are set here; ``[training] dropout`` does not change them (``tagging.bilstm``).
+    """
+    if elmo is None and embed is None:
+        raise ElmoConfigError("BiLSTMTok2Vec.v1: give elmo, embed or both; the network needs features")
+    features = embed if elmo is None else (elmo if embed is None else concatenate(elmo, embed))
+    model = chain(features, BiLSTMEncoder(width, depth, dropout, recurrent_dropout))
+    model.set_dim("nO", 2 * width)
+    return model
+
+
+@registry.architectures("spacy-elmo-mix.CRFTagger.v1")
+def build_crf_tagger(tok2vec: Model[List[Doc], List[Floats2d]], nO: Optional[int] = None) -> Model[List[Doc], List[Floats2d]]:
+    """The model of ``crf_ner`` and ``crf_tagger``: ``tok2vec`` -> one linear score per tag -> a CRF.
+
+    tok2vec: token vectors (``BiLSTMTok2Vec.v1``, ``ElmoTok2Vec.v2``, spaCy's ``Tok2VecListener``...).
+    nO: the number of tags; null: set from the labels at initialize.
+    """
+    return CRFTaggerModel(tok2vec, nO)
 
 
 # The weighting schemes are registered as they are: their docstrings live in layers/scalar_mix.py.

@@ -12,6 +12,7 @@ from spacy_elmo_mix.__main__ import main as cli
 from spacy_elmo_mix.workflow.compare import compare
 from spacy_elmo_mix.workflow.grid import run_grid
 from spacy_elmo_mix.workflow.identity import COMMAND_ENV, file_sha256, make_identity, stale_reason
+from spacy_elmo_mix.workflow.protocol import Protocol
 
 # A job that records an identity naming one input file (argv[5]) and the command the grid passed.
 JOB = (
@@ -140,7 +141,7 @@ def test_embed_elmo_hash_trains_the_hash_config_and_leaves_the_baseline_alone(ti
     configs = {}
     for scheme in ("weighted", "baseline"):
         metrics = run_one(
-            "conll2003", scheme, 1, tmp_path / scheme, tmp_path / "corpus", options, weights, max_steps=2, eval_frequency=1,
+            "conll2003", scheme, 1, tmp_path / scheme, tmp_path / "corpus", options, weights, Protocol(max_steps=2, eval_frequency=1),
             overrides={"components.ner.model.tok2vec.width": 16} if scheme != "baseline" else {}, embed="elmo_hash",
         )
         recorded = json.loads((tmp_path / scheme / "metrics.json").read_text())["identity"]["settings"]["config"]

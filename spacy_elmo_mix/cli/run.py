@@ -16,8 +16,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--corpus", default="corpus", help="folder with DATASET/{train,dev,test}.spacy")
     parser.add_argument("--elmo-options", default=None, help="options.json (path or URL); default: embedded model")
     parser.add_argument("--elmo-weights", default=None, help="weights.hdf5 (path or URL); default: embedded model")
-    parser.add_argument("--max-steps", type=int, default=1000)
-    parser.add_argument("--eval-frequency", type=int, default=200)
+    parser.add_argument("--architecture", default="spacy", choices=["paper", "spacy"], help="paper: the paper's BiLSTM-CRF (configs/crf_*.cfg); spacy: spaCy's CNN with its transition-based NER or softmax tagger (default: %(default)s)")
+    parser.add_argument("--patience-epochs", type=int, default=0, help="train to convergence: score dev once per epoch, stop this many epochs after the best (the paper: 5); 0: a fixed budget of --max-steps (default: %(default)s)")
+    parser.add_argument("--max-epochs", type=int, default=50, help="with --patience-epochs: the most epochs (default: %(default)s)")
+    parser.add_argument("--batch-sentences", type=int, default=32, help="with --patience-epochs: sentences per batch (default: %(default)s, as the paper)")
+    parser.add_argument("--max-steps", type=int, default=1000, help="without --patience-epochs: updates (default: %(default)s)")
+    parser.add_argument("--eval-frequency", type=int, default=200, help="without --patience-epochs: dev scoring interval (default: %(default)s)")
+    parser.add_argument("--tokens", default="given", choices=["given", "retokenized"], help="train and score on the corpus's own tokens (given, spaCy's gold_preproc) or on spaCy's tokenization of its text (default: %(default)s)")
     parser.add_argument("--gpu-id", type=int, default=-1)
     parser.add_argument("--cache-dir", default=None, help="shared ELMo layer cache (filled by the cache command); empty: memory only")
     parser.add_argument("--cache-dtype", default="float16", choices=["float16", "float32"], help="precision of the cache")
@@ -28,6 +33,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="extra config override, e.g. training.max_epochs=3")
     args = parser.parse_args(argv)
 
+    from ..workflow.protocol import Protocol
     from ..workflow.run import run_one
 
     overrides = {}
@@ -40,20 +46,26 @@ def main(argv: Optional[List[str]] = None) -> int:
     options, weights = (args.elmo_options or None), (args.elmo_weights or None)
     if (options is None) != (weights is None):
         parser.error("give both --elmo-options and --elmo-weights, or neither")
-    for name in ("max_steps", "eval_frequency"):
+    for name in ("max_steps", "eval_frequency", "max_epochs", "batch_sentences"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+    if args.patience_epochs < 0:
+        parser.error(f"--patience-epochs must be 0 (fixed budget) or positive, got {args.patience_epochs}")
     if not 0 <= args.seed < 2**32 or args.gpu_id < -1:
         parser.error(f"--seed must be in 0..2**32-1 (got {args.seed}) and --gpu-id -1 (CPU) or a device number (got {args.gpu_id})")
     if args.config and args.embed != "elmo":
         parser.error(f"--config {args.config} names the config itself: leave out --embed {args.embed}")
     if args.batch_words < 0:
         parser.error(f"--batch-words must be 0 (the config's schedule) or positive, got {args.batch_words}")
+    protocol = Protocol(
+        patience_epochs=args.patience_epochs or None, max_epochs=args.max_epochs, batch_sentences=args.batch_sentences,
+        max_steps=args.max_steps, eval_frequency=args.eval_frequency, tokens=args.tokens,
+    )
     metrics = run_one(
         args.dataset, args.scheme, args.seed, args.output, args.corpus, options, weights,
-        args.max_steps, args.eval_frequency, overrides=overrides, keep_model=args.keep_model, gpu_id=args.gpu_id,
+        protocol, overrides=overrides, keep_model=args.keep_model, gpu_id=args.gpu_id,
         cache_dir=args.cache_dir or None, cache_dtype=args.cache_dtype, batch_words=args.batch_words or None,
-        config=args.config, task=args.task, embed=args.embed,
+        config=args.config, task=args.task, embed=args.embed, architecture=args.architecture,
     )
     print(json.dumps(metrics, indent=2))
     return 0

@@ -380,6 +380,33 @@ def free_cores() -> int:
         return os.cpu_count() or 1
 
 
+def projected_cost(todo: Sequence[Job], finished: Sequence[Job], results_dir: Path, workers: int) -> str:
+    """What the jobs to do will cost, projected from the training time of the finished runs of the
+    same data set (``train_seconds`` in their metrics.json; one line per data set, then the total)."""
+    seconds: Dict[str, List[float]] = {}
+    for job in finished:
+        try:
+            value = json.loads((job.run_dir(results_dir) / "metrics.json").read_text(encoding="utf-8")).get("train_seconds")
+        except (OSError, ValueError):
+            continue
+        if isinstance(value, (int, float)):
+            seconds.setdefault(job.dataset, []).append(float(value))
+    lines, total, unknown = [f"{len(todo)} runs to do, {len(finished)} up to date, {workers} workers"], 0.0, 0
+    for dataset in sorted({job.dataset for job in todo}):
+        count = sum(job.dataset == dataset for job in todo)
+        measured = seconds.get(dataset)
+        if not measured:
+            unknown += count
+            lines.append(f"  {dataset}: {count} runs; no finished run to project from")
+            continue
+        mean = sum(measured) / len(measured)
+        total += count * mean
+        lines.append(f"  {dataset}: {count} runs x {mean / 60:.1f} min (mean training time of {len(measured)} finished)")
+    hours = total / workers / 3600
+    lines.append(f"projected: {hours:.1f} h of wall time" + (f" plus {unknown} runs of unmeasured data sets" if unknown else ""))
+    return "\n".join(lines)
+
+
 def grid_jobs(datasets: Sequence[str], schemes: Sequence[str], seeds: Sequence[int]) -> List[Job]:
     """All jobs, seed-major (every cell gets its first seed before any gets its second)."""
     return [Job(d, s, int(n)) for n in seeds for d in datasets for s in schemes]
@@ -422,9 +449,12 @@ def run_grid(
         if current:
             done[job] = JobResult(job, "skipped")
     todo = [job for job in jobs if job not in done]
+    workers = max_workers or free_cores()
+    if progress and todo:
+        print(projected_cost(todo, [job for job in jobs if job in done], results_dir, workers), file=sys.stderr)
     extra = {"address": address, "runtime_env": runtime_env, "connect_timeout": connect_timeout} if backend == "ray" else {}
     with tqdm(total=len(todo), desc="grid", unit="job", disable=not progress or not todo) as bar:
-        for result in BACKENDS[backend](todo, make_command, results_dir, max_workers or free_cores(), cwd, **extra):
+        for result in BACKENDS[backend](todo, make_command, results_dir, workers, cwd, **extra):
             result.rerun = reruns[result.job]
             done[result.job] = _stamp_identity(result, make_command, results_dir)
             bar.update()

@@ -1,9 +1,11 @@
 """One run of the scheme comparison: train a pipeline for (dataset, scheme, seed), evaluate it on
 the test set and write ``metrics.json`` (the layout ``compare`` reads).
 
-The task per dataset: NER (``configs/ner.cfg``, F1 of entities) for ``conll2003``, ``wnut16`` and
-``conll2000`` (chunks as spans); POS tagging (``configs/tagger.cfg``, accuracy) for ``ud_ewt``.
-Any other data set names its task (``ner`` or ``tagger``). The scheme is a column of the paper's
+The task per dataset: NER (F1 of entities) for ``conll2003``, ``wnut16`` and ``conll2000`` (chunks
+as spans); POS tagging (accuracy) for ``ud_ewt``. Any other data set names its task (``ner`` or
+``tagger``). The architecture: ``paper``, the paper's BiLSTM-CRF (``configs/crf_ner.cfg``,
+``crf_tagger.cfg``), or ``spacy``, spaCy's CNN with its transition-based NER or softmax tagger
+(``configs/ner.cfg``, ``tagger.cfg``). How long it trains is its :class:`~.protocol.Protocol`. The scheme is a column of the paper's
 Table 1 (``spacy-elmo-mix.PaperScheme.v1`` name), or ``baseline``: the same task without ELMo
 (spaCy's hash embeddings, ``configs/*_baseline.cfg``). ``metrics.json`` records the run's identity
 (``spacy_elmo_mix.workflow.identity``): the grid's command, the resolved settings, and the sha256 of
@@ -24,6 +26,7 @@ from ..errors import ElmoFileError, ElmoInputError
 from ..layers.scalar_mix import PAPER_SCHEMES
 from .convert import load_datasets
 from .identity import COMMAND_ENV, make_identity
+from .protocol import Protocol, how_it_ended
 
 PathLike = Union[str, Path]
 # The training configs, shipped as package data (the project's top-level ``configs`` links here).
@@ -36,7 +39,7 @@ class Task:
     baseline), component and score key."""
 
     config: str
-    hash_config: str
+    hash_config: Optional[str]
     baseline_config: str
     component: str
     metric: str
@@ -45,6 +48,8 @@ class Task:
         """The config of a run: the baseline's for ``baseline``, else the one of ``embed`` (EMBEDS)."""
         if scheme == BASELINE:
             return self.baseline_config
+        if embed == ELMO_HASH and self.hash_config is None:
+            raise ElmoInputError(f"embed {ELMO_HASH!r} has no config for {self.config}; give one with --config")
         return self.hash_config if embed == ELMO_HASH else self.config
 
 
@@ -54,24 +59,34 @@ SCHEMES = (*PAPER_SCHEMES, BASELINE)
 # (the baseline's own features, as Peters et al. concatenate ELMo with the task's word representation).
 ELMO, ELMO_HASH = "elmo", "elmo_hash"
 EMBEDS = (ELMO, ELMO_HASH)
-TASK_KINDS: Dict[str, Task] = {
-    "ner": Task("ner.cfg", "ner_elmo_hash.cfg", "ner_baseline.cfg", "ner", "ents_f"),
-    "tagger": Task("tagger.cfg", "tagger_elmo_hash.cfg", "tagger_baseline.cfg", "tagger", "tag_acc"),
+ARCHITECTURES = ("paper", "spacy")
+TASK_KINDS: Dict[str, Dict[str, Task]] = {
+    "spacy": {
+        "ner": Task("ner.cfg", "ner_elmo_hash.cfg", "ner_baseline.cfg", "ner", "ents_f"),
+        "tagger": Task("tagger.cfg", "tagger_elmo_hash.cfg", "tagger_baseline.cfg", "tagger", "tag_acc"),
+    },
+    "paper": {
+        "ner": Task("crf_ner.cfg", None, "crf_ner_baseline.cfg", "crf_ner", "ents_f"),
+        "tagger": Task("crf_tagger.cfg", None, "crf_tagger_baseline.cfg", "crf_tagger", "tag_acc"),
+    },
 }
 # The task of each built-in data set (configs/datasets.json); any other data set is run with an explicit task.
 DATASET_TASKS: Dict[str, str] = {name: spec.task for name, spec in load_datasets().items()}
 
 
-def task_for(dataset: str, task: Optional[str] = None) -> Task:
-    """The :class:`Task` of ``dataset``: ``task`` (``ner`` or ``tagger``) if given, else the built-in one's."""
+def task_for(dataset: str, task: Optional[str] = None, architecture: str = "spacy") -> Task:
+    """The :class:`Task` of ``dataset`` in ``architecture``: ``task`` (``ner`` or ``tagger``) if
+    given, else the built-in one's."""
+    if architecture not in ARCHITECTURES:
+        raise ElmoInputError(f"unknown architecture {architecture!r}; choose one of {', '.join(ARCHITECTURES)}")
     kind = task or DATASET_TASKS.get(dataset)
     if kind is None:
         raise ElmoInputError(
             f"dataset {dataset!r} is not built in ({', '.join(DATASET_TASKS)}): give its task (--task ner or --task tagger)"
         )
-    if kind not in TASK_KINDS:
-        raise ElmoInputError(f"unknown task {kind!r}; choose one of {', '.join(TASK_KINDS)}")
-    return TASK_KINDS[kind]
+    if kind not in TASK_KINDS[architecture]:
+        raise ElmoInputError(f"unknown task {kind!r}; choose one of {', '.join(TASK_KINDS[architecture])}")
+    return TASK_KINDS[architecture][kind]
 
 
 def check_scheme(scheme: str) -> str:
@@ -89,8 +104,7 @@ def run_one(
     corpus_dir: PathLike,
     elmo_options: Optional[str] = None,
     elmo_weights: Optional[str] = None,
-    max_steps: int = 1000,
-    eval_frequency: int = 200,
+    protocol: Protocol = Protocol(),
     config_dir: PathLike = CONFIG_DIR,
     overrides: Optional[Dict[str, object]] = None,
     keep_model: bool = False,
@@ -101,36 +115,44 @@ def run_one(
     config: Optional[str] = None,
     task: Optional[str] = None,
     embed: str = ELMO,
+    architecture: str = "spacy",
 ) -> dict:
     """Train, evaluate on ``test.spacy`` and write ``output/metrics.json``; returns the metrics.
 
     corpus_dir: folder with ``{dataset}/train.spacy``, ``dev.spacy``, ``test.spacy`` (``convert``).
     elmo_options, elmo_weights: biLM files (None: the embedded default model).
-    max_steps, eval_frequency: the training budget and how often the dev set is scored.
+    protocol: how long it trains and on which tokens (:class:`~.protocol.Protocol`).
     overrides: further ``spacy train`` config overrides. keep_model: keep ``output/model-best``.
     gpu_id: -1 for CPU.
     cache_dir, cache_dtype: the shared on-disk ELMo layer cache (``python -m spacy_elmo_mix cache``
         fills it once per data set, so the runs do no biLM work); None: memory only.
-    batch_words: words per training batch (a fixed size instead of the config's compounding one).
+    batch_words: words per training batch (a fixed size instead of the config's compounding one;
+        the ``steps`` protocol only: the ``converge`` protocol batches sentences).
     config: a config file name in ``config_dir`` instead of the task's (e.g. ``ner_elmo_hash.cfg``).
     task: ``ner`` or ``tagger``; needed for a data set that is not built in.
     embed: ``elmo`` (the ELMo schemes see ELMo alone) or ``elmo_hash`` (ELMo concatenated with the
         baseline's hash embeddings); ``baseline`` runs are the same either way.
+    architecture: ``paper`` (BiLSTM-CRF) or ``spacy`` (CNN; transition-based NER / softmax tagger).
     """
     import spacy
     from spacy.cli.train import train
     from spacy.training import Corpus
 
-    task = task_for(dataset, task)
+    task = task_for(dataset, task, architecture)
     check_scheme(scheme)
     output = Path(output)
     corpus = Path(corpus_dir) / dataset
+    for path in (corpus / "train.spacy", corpus / "dev.spacy", corpus / "test.spacy"):
+        if not path.exists():
+            raise ElmoFileError(f"{path} not found: run the convert step for {dataset} first")
+    if batch_words and protocol.converges:
+        raise ElmoInputError("batch_words: the converge protocol batches sentences (batch_sentences), not words")
     settings = {
         "paths.train": str(corpus / "train.spacy"),
         "paths.dev": str(corpus / "dev.spacy"),
         "system.seed": int(seed),
-        "training.max_steps": int(max_steps),
-        "training.eval_frequency": int(eval_frequency),
+        **protocol.settings(_count_sentences(corpus / "train.spacy", protocol.gold_preproc)),
+        "training.logger": {"@loggers": "spacy-elmo-mix.LayerWeightsLogger.v1", "path": str(output / "train_log.jsonl")},
     }
     if batch_words:
         settings.update({"training.batcher.size.start": int(batch_words), "training.batcher.size.stop": int(batch_words)})
@@ -139,14 +161,10 @@ def run_one(
             "paths.elmo_options": elmo_options,
             "paths.elmo_weights": elmo_weights,
             f"components.{task.component}.model.tok2vec.elmo.mixer.name": scheme,
-            "training.logger.path": str(output / "train_log.jsonl"),
             "initialize.components.elmo.cache_dir": cache_dir,
             "initialize.components.elmo.cache_dtype": cache_dtype,
         })
     settings.update(overrides or {})
-    for path in (settings["paths.train"], settings["paths.dev"], corpus / "test.spacy"):
-        if not Path(path).exists():
-            raise ElmoFileError(f"{path} not found: run the convert step for {dataset} first")
     if embed not in EMBEDS:
         raise ElmoInputError(f"unknown embed {embed!r}; choose one of {', '.join(EMBEDS)}")
     config = config or task.config_for(scheme, embed)
@@ -160,7 +178,7 @@ def run_one(
     train(config_path, output / "training", overrides=settings, use_gpu=gpu_id)
     train_seconds = time.perf_counter() - started
     nlp = spacy.load(output / "training" / "model-best")  # on the GPU train() selected, if any
-    scores = nlp.evaluate(Corpus(corpus / "test.spacy")(nlp))
+    scores = nlp.evaluate(Corpus(corpus / "test.spacy", gold_preproc=protocol.gold_preproc)(nlp))
     metrics = {
         "dataset": dataset,
         "scheme": scheme,
@@ -168,7 +186,9 @@ def run_one(
         "score": float(scores[task.metric]),
         "metric": task.metric,
         "train_seconds": round(train_seconds, 2),
-        "max_steps": int(max_steps),
+        "protocol": protocol.describe(architecture, embed),
+        **how_it_ended(output / "train_log.jsonl", settings),
+        "max_steps": int(settings["training.max_steps"]),
         "config": config,
         "layer_weights": _layer_weights(nlp, task.component),
         "identity": identity,
@@ -187,8 +207,16 @@ def _identity(settings: Dict[str, object], config_path: Path, corpus: Path, sche
 
         bilm = [settings["paths.elmo_options"], settings["paths.elmo_weights"]]
         files += [f for f in bilm if f and Path(str(f)).is_file()] if bilm[0] else list(default_model_files())
-    recorded = {key: value for key, value in settings.items() if key != "training.logger.path"}
+    recorded = {key: value for key, value in settings.items() if key != "training.logger"}
     return make_identity(os.environ.get(COMMAND_ENV) or None, {"config": config_path.name, **recorded}, files, seed)
+
+
+def _count_sentences(path: Path, gold_preproc: bool) -> int:
+    """The number of training examples spaCy reads from ``path`` (sentences with ``gold_preproc``)."""
+    import spacy
+    from spacy.training import Corpus
+
+    return sum(1 for _ in Corpus(path, gold_preproc=gold_preproc)(spacy.blank("xx")))
 
 
 def _layer_weights(nlp, component: str) -> Dict[str, dict]:

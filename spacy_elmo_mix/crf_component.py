@@ -1,0 +1,198 @@
+"""CRF sequence labellers trained by ``spacy train``: ``crf_ner`` (writes ``doc.ents``; NER and
+chunking) and ``crf_tagger`` (writes ``token.tag_``; POS).
+
+Both learn a linear-chain CRF (``tagging.crf``) over per-token scores from any tok2vec (by default
+the paper's network: an ELMo listener, a 2 x 100 BiLSTM, see ``spacy-elmo-mix.BiLSTMTok2Vec.v1``).
+``crf_ner`` labels spans in BIO or BILOU tags (``tag_scheme``) and decodes under the scheme's
+constraints, so every decoded sequence spells well-formed entities. Gold tags come from the
+reference docs aligned to the predicted tokens; a token without an aligned gold tag counts as
+unknown (the likelihood sums over its tags), and a sentence whose known tags no valid sequence
+matches (possible only with misaligned tokens) is left out of the loss.
+"""
+
+from itertools import islice
+from typing import Callable, Iterable, List, Optional
+
+import numpy as np
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.tokens import Doc, Span
+from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.vocab import Vocab
+from thinc.api import Config, Model, Optimizer, set_dropout_rate
+from thinc.types import Floats2d, Ints1d
+
+from .layers.crf_layer import crf_decode, crf_loss
+from .tagging.crf import UNKNOWN
+from .tagging.tag_schemes import check_scheme, tag_names, tags_to_spans
+
+ENTS, TAGS = "ents", "tags"
+DEFAULT_MODEL_STR = """
+[model]
+@architectures = "spacy-elmo-mix.CRFTagger.v1"
+nO = null
+
+[model.tok2vec]
+@architectures = "spacy-elmo-mix.BiLSTMTok2Vec.v1"
+width = 100
+depth = 2
+dropout = 0.5
+recurrent_dropout = 0.5
+embed = null
+
+[model.tok2vec.elmo]
+@architectures = "spacy-elmo-mix.ElmoListener.v1"
+upstream = "*"
+
+[model.tok2vec.elmo.mixer]
+@layers = "spacy-elmo-mix.PaperScheme.v1"
+name = "weighted"
+"""
+DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_STR)["model"]
+# spaCy's BILUO tags of aligned entities, in each scheme the CRF labels in.
+_FROM_BILUO = {"BIO": {"B": "B", "I": "I", "L": "I", "U": "B"}, "BILOU": {"B": "B", "I": "I", "L": "L", "U": "U"}}
+
+
+@Language.factory(
+    "crf_ner",
+    assigns=["doc.ents", "token.ent_iob", "token.ent_type"],
+    default_config={"model": DEFAULT_MODEL, "tag_scheme": "BIO", "scorer": {"@scorers": "spacy.ner_scorer.v1"}},
+    default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
+)
+def make_crf_ner(nlp: Language, name: str, model: Model, tag_scheme: str, scorer: Optional[Callable]) -> "CRFTagger":
+    """A CRF entity (or chunk) recognizer.
+
+    model: emissions per token (``spacy-elmo-mix.CRFTagger.v1``). tag_scheme: ``BIO`` (as the paper)
+    or ``BILOU``. scorer: ``spacy.ner_scorer.v1`` (``ents_f``, ``ents_p``, ``ents_r``).
+    """
+    if tag_scheme not in _FROM_BILUO:
+        raise ValueError(f"crf_ner: tag_scheme must be one of {', '.join(_FROM_BILUO)}, got {tag_scheme!r}")
+    return CRFTagger(nlp.vocab, model, name, target=ENTS, tag_scheme=tag_scheme, scorer=scorer)
+
+
+@Language.factory(
+    "crf_tagger",
+    assigns=["token.tag"],
+    default_config={"model": DEFAULT_MODEL, "scorer": {"@scorers": "spacy.tagger_scorer.v1"}},
+    default_score_weights={"tag_acc": 1.0},
+)
+def make_crf_tagger(nlp: Language, name: str, model: Model, scorer: Optional[Callable]) -> "CRFTagger":
+    """A CRF token tagger (all tag transitions allowed and learned).
+
+    model: emissions per token (``spacy-elmo-mix.CRFTagger.v1``). scorer: ``spacy.tagger_scorer.v1``
+    (``tag_acc``).
+    """
+    return CRFTagger(nlp.vocab, model, name, target=TAGS, tag_scheme="tags", scorer=scorer)
+
+
+class CRFTagger(TrainablePipe):
+    """A pipeline component that labels tokens with a CRF: the class of ``crf_ner`` and ``crf_tagger``.
+
+    vocab: the pipeline's vocab. model: docs -> emissions (``CRFTaggerModel``). name: the component's
+    name. target: ``ents`` (spans in ``doc.ents``) or ``tags`` (``token.tag_``). tag_scheme: ``BIO`` or
+    ``BILOU`` for ``ents``, ``tags`` for ``tags``. scorer: the scoring function.
+    """
+
+    def __init__(self, vocab: Vocab, model: Model, name: str, *, target: str, tag_scheme: str, scorer: Optional[Callable]) -> None:
+        if target not in (ENTS, TAGS) or (target == TAGS) != (check_scheme(tag_scheme) == "tags"):
+            raise ValueError(f"target {target!r} with tag scheme {tag_scheme!r}: ents take BIO or BILOU, tags take 'tags'")
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.scorer = scorer
+        self.cfg = {"labels": [], "target": target, "tag_scheme": tag_scheme}
+
+    @property
+    def labels(self) -> tuple:
+        return tuple(self.cfg["labels"])
+
+    @property
+    def tag_names(self) -> List[str]:
+        """The CRF's tags, in the order of its scores."""
+        return tag_names(self.labels, self.cfg["tag_scheme"])
+
+    @property
+    def label_data(self) -> List[str]:
+        return list(self.labels)
+
+    def add_label(self, label: str) -> int:
+        if not isinstance(label, str) or not label:
+            raise ValueError(f"{self.name}: a label must be a non-empty string, got {label!r}")
+        if label in self.cfg["labels"]:
+            return 0
+        if self.model.has_dim("nO") is True:
+            raise ValueError(f"{self.name}: cannot add label {label!r} after initialize; add all labels first")
+        self.cfg["labels"].append(label)
+        self.vocab.strings.add(label)
+        return 1
+
+    def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None, labels: Optional[List[str]] = None) -> None:
+        """Collect the labels (or take ``labels``) and size the model: emissions, CRF and constraints."""
+        validate_get_examples(get_examples, f"{type(self).__name__}.initialize")
+        for label in labels if labels is not None else self._labels_in(get_examples()):
+            self.add_label(label)
+        if not self.labels:
+            raise ValueError(f"{self.name}: no labels found in the training data; nothing to learn")
+        docs = [eg.predicted for eg in islice(get_examples(), 10)]
+        self.model.initialize(X=docs, Y=(self.tag_names, self.cfg["tag_scheme"]))
+
+    def _labels_in(self, examples: Iterable[Example]) -> List[str]:
+        found = set()
+        for eg in examples:
+            if self.cfg["target"] == ENTS:
+                found.update(ent.label_ for ent in eg.reference.ents)
+            else:
+                found.update(token.tag_ for token in eg.reference if token.tag_)
+        return sorted(found)
+
+    def predict(self, docs: Iterable[Doc]) -> List[Ints1d]:
+        """The best valid tag indices of each doc."""
+        docs = list(docs)
+        return crf_decode(self.model.get_ref("crf"), self.model.predict(docs))
+
+    def set_annotations(self, docs: Iterable[Doc], paths: List[Ints1d]) -> None:
+        names = self.tag_names
+        for doc, path in zip(docs, paths):
+            tags = [names[int(i)] for i in path]
+            if self.cfg["target"] == TAGS:
+                for token, tag in zip(doc, tags):
+                    token.tag_ = tag
+            else:
+                doc.set_ents([Span(doc, start, end, label=label) for start, end, label in tags_to_spans(tags)], default="outside")
+
+    def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd: Optional[Optimizer] = None, losses: Optional[dict] = None) -> dict:
+        losses = {} if losses is None else losses
+        losses.setdefault(self.name, 0.0)
+        examples = list(examples)
+        validate_examples(examples, f"{type(self).__name__}.update")
+        if not any(len(eg.predicted) for eg in examples):
+            return losses
+        set_dropout_rate(self.model, drop)
+        emissions, backprop = self.model.begin_update([eg.predicted for eg in examples])
+        loss, d_emissions = self.get_loss(examples, emissions)
+        backprop(d_emissions)
+        if sgd not in (None, False):
+            self.finish_update(sgd)
+        losses[self.name] += loss
+        return losses
+
+    def get_loss(self, examples: Iterable[Example], emissions: List[Floats2d]):
+        """The mean negative log-likelihood of the gold tags over the batch's docs, and its gradient."""
+        gold = [self._gold_indices(eg) for eg in examples]
+        return crf_loss(self.model.get_ref("crf"), emissions, gold)
+
+    def _gold_indices(self, eg: Example) -> np.ndarray:
+        """The gold tag index of each predicted token; -1 where unknown (no aligned or known tag)."""
+        index = {name: i for i, name in enumerate(self.tag_names)}
+        if self.cfg["target"] == TAGS:
+            tags = eg.get_aligned("TAG", as_string=True)
+        else:
+            tags = [self._from_biluo(tag) for tag in eg.get_aligned_ner()]
+        return np.array([index.get(tag, UNKNOWN) if tag else UNKNOWN for tag in tags], dtype="int32")
+
+    def _from_biluo(self, tag: Optional[str]) -> Optional[str]:
+        if tag in (None, "", "-"):
+            return None
+        if tag == "O":
+            return tag
+        return f"{_FROM_BILUO[self.cfg['tag_scheme']][tag[0]]}-{tag[2:]}"

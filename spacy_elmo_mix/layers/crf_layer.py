@@ -1,0 +1,86 @@
+"""The thinc side of the CRF (``tagging.crf.LinearChainCRF``): a layer that holds its transition
+scores, and the two things a pipeline component does with it: the loss of gold tags with the
+gradient of the emissions (``crf_loss``), and Viterbi decoding (``crf_decode``).
+
+Emissions come as one [n_tokens, n_tags] array per doc; docs without tokens are skipped. The CRF's
+constraints follow the tag scheme given at initialize (``tagging.tag_schemes``) and are saved with it.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+from thinc.api import Model, torch2xp, xp2torch
+from thinc.types import Floats2d, Ints1d
+
+from ..tagging.crf import UNKNOWN, LinearChainCRF
+from ..tagging.tag_schemes import allowed_transitions
+from .torch_layer import TorchLayer, torch_module
+
+
+def CRFLayer() -> Model:
+    """A CRF over ``nO`` tags; ``initialize(Y=(tags, scheme))`` sets the tags and constraints."""
+    return TorchLayer("crf", lambda layer: LinearChainCRF(layer.get_dim("nO")), {"nO": None}, _init, forward=_no_forward)
+
+
+def _no_forward(model: Model, X, is_train: bool):
+    raise NotImplementedError("the crf layer is used through crf_loss and crf_decode")
+
+
+def _init(model: Model, X=None, Y: Optional[Tuple[Sequence[str], str]] = None) -> None:
+    if Y is None:
+        return
+    tags, scheme = Y
+    if model.has_dim("nO") is True and model.get_dim("nO") != len(tags):
+        model.shims.clear()  # new labels: a new CRF
+        model.set_dim("nO", len(tags), force=True)
+    else:
+        model.set_dim("nO", len(tags))
+    crf = torch_module(model)
+    for buffer, allowed in zip((crf.allowed_start, crf.allowed_transitions, crf.allowed_end), allowed_transitions(tags, scheme)):
+        buffer.copy_(torch.as_tensor(allowed))
+
+
+def _padded(model: Model, emissions: List[Floats2d], requires_grad: bool) -> Tuple[torch.Tensor, torch.Tensor, List[int]]:
+    """The non-empty docs' emissions as a padded tensor, their lengths, and their indices."""
+    rows = [i for i, e in enumerate(emissions) if len(e)]
+    lengths = [len(emissions[i]) for i in rows]
+    padded = model.ops.alloc3f(len(rows), max(lengths, default=1), model.get_dim("nO"))
+    for j, i in enumerate(rows):
+        padded[j, : lengths[j]] = emissions[i]
+    return xp2torch(padded, requires_grad=requires_grad), torch.tensor(lengths), rows
+
+
+def crf_decode(model: Model, emissions: List[Floats2d]) -> List[Ints1d]:
+    """The best valid tag sequence of each doc (an empty array for a doc without tokens)."""
+    paths = [model.ops.alloc1i(0) for _ in emissions]
+    scores, lengths, rows = _padded(model, emissions, requires_grad=False)
+    if rows:
+        with torch.no_grad():
+            best, _ = torch_module(model).decode(scores, lengths.to(scores.device))
+        best = model.ops.asarray(torch2xp(best))
+        for j, i in enumerate(rows):
+            paths[i] = best[j, : lengths[j]].astype("int32")
+    return paths
+
+
+def crf_loss(model: Model, emissions: List[Floats2d], gold: List[Ints1d]) -> Tuple[float, List[Floats2d]]:
+    """The mean negative log-likelihood over the docs of their ``gold`` tag indices (-1 = unknown)
+    and its gradient with respect to the emissions; the CRF's own gradients are accumulated for
+    the next ``finish_update``. A doc whose known tags no valid sequence matches is left out."""
+    d_emissions = [model.ops.alloc2f(*e.shape) for e in emissions]
+    scores, lengths, rows = _padded(model, emissions, requires_grad=True)
+    if not rows:
+        return 0.0, d_emissions
+    tags = torch.full(scores.shape[:2], UNKNOWN, dtype=torch.long)
+    for j, i in enumerate(rows):
+        tags[j, : lengths[j]] = torch.as_tensor(model.ops.to_numpy(gold[i]), dtype=torch.long)
+    device = scores.device
+    nll = torch_module(model).nll(scores, tags.to(device), lengths.to(device))
+    # +inf: no valid sequence matches the known tags (misaligned tokens); such docs teach nothing.
+    loss = nll[torch.isfinite(nll)].sum() / len(emissions)
+    loss.backward()
+    grad = torch2xp(scores.grad)
+    for j, i in enumerate(rows):
+        d_emissions[i] = grad[j, : lengths[j]]
+    return float(loss.item()), d_emissions

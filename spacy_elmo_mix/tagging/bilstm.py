@@ -1,0 +1,83 @@
+"""The paper's BiLSTM in plain torch: stacked bidirectional LSTMs with variational dropout.
+
+Variational (Gal & Ghahramani 2016) dropout keeps one mask for all time steps, as the paper's
+Keras network does (``LSTM(dropout=..., recurrent_dropout=...)``):
+
+- ``dropout``: a locked mask over the features of each layer's input (the first layer's input is
+  ELMo) and of the last layer's output, one mask per sentence for all its tokens;
+- ``recurrent_dropout``: a mask over the hidden units that enter the next step (``h_{t-1}``),
+  applied as zeroed columns of the hidden-to-hidden weights, so the fused LSTM kernel still runs;
+  one mask per batch and direction (the paper's Keras code draws one per sentence).
+
+Masks scale kept units by ``1 / (1 - p)``; in ``eval()`` mode nothing is dropped.
+"""
+from __future__ import annotations
+
+from typing import Dict
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+
+def _check_rate(name: str, value: float) -> float:
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+    return float(value)
+
+
+class BiLSTMStack(nn.Module):
+    """``depth`` bidirectional LSTM layers of ``width`` units per direction: [B, L, n_in] -> [B, L, 2 * width].
+
+    n_in: input features. width: units per direction. depth: layers.
+    dropout: variational dropout rate of each layer's input and of the output.
+    recurrent_dropout: variational dropout rate of the recurrent hidden state.
+    """
+
+    def __init__(self, n_in: int, width: int, depth: int, dropout: float, recurrent_dropout: float) -> None:
+        super().__init__()
+        if n_in < 1 or width < 1 or depth < 1:
+            raise ValueError(f"n_in, width and depth must be positive, got {n_in}, {width}, {depth}")
+        self.dropout = _check_rate("dropout", dropout)
+        self.recurrent_dropout = _check_rate("recurrent_dropout", recurrent_dropout)
+        sizes = [n_in] + [2 * width] * (depth - 1)
+        self.lstms = nn.ModuleList(nn.LSTM(size, width, batch_first=True, bidirectional=True) for size in sizes)
+
+    def forward(self, inputs: Tensor, lengths: Tensor) -> Tensor:
+        """inputs: [B, L, n_in], zero past each length; lengths: [B] (0 allowed: a zero output row)."""
+        lengths = lengths.cpu()
+        live = lengths > 0
+        if bool(live.all()):
+            return self._stack(inputs, lengths)
+        output = inputs.new_zeros(*inputs.shape[:2], self.lstms[-1].hidden_size * 2)
+        if bool(live.any()):
+            output[live] = self._stack(inputs[live], lengths[live])
+        return output
+
+    def _stack(self, inputs: Tensor, lengths: Tensor) -> Tensor:
+        x = inputs
+        total = inputs.shape[1]
+        for lstm in self.lstms:
+            packed = pack_padded_sequence(self._locked(x), lengths, batch_first=True, enforce_sorted=False)
+            out, _ = functional_call(lstm, self._recurrent_weights(lstm), (packed,))
+            x, _ = pad_packed_sequence(out, batch_first=True, total_length=total)
+        return self._locked(x)
+
+    def _locked(self, x: Tensor) -> Tensor:
+        if not self.training or self.dropout == 0.0:
+            return x
+        keep = 1.0 - self.dropout
+        return x * x.new_empty(x.shape[0], 1, x.shape[2]).bernoulli_(keep).div_(keep)
+
+    def _recurrent_weights(self, lstm: nn.LSTM) -> Dict[str, Tensor]:
+        """The LSTM's parameters, hidden-to-hidden columns of dropped units zeroed in training."""
+        params = dict(lstm.named_parameters())
+        if not self.training or self.recurrent_dropout == 0.0:
+            return params
+        keep = 1.0 - self.recurrent_dropout
+        for name, weight in params.items():
+            if name.startswith("weight_hh"):
+                mask = weight.new_empty(weight.shape[1]).bernoulli_(keep).div_(keep)
+                params[name] = weight * mask
+        return params

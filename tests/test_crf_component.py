@@ -1,0 +1,176 @@
+"""The CRF components (``crf_ner``, ``crf_tagger``) as spaCy components: trained by ``spacy train``
+from the shipped configs, valid spans by construction, serialization before and after initialize,
+listeners replaced by an inline biLM, sourced into another pipeline."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import spacy
+from spacy.tokens import Doc
+from spacy.training import Example
+from thinc.api import Adam, Config, fix_random_seed
+
+from elmo_testing import CONFIGS, conll_examples, tagged_examples
+from spacy_elmo_mix.errors import ElmoConfigError
+from spacy_elmo_mix.tagging.tag_schemes import allowed_transitions
+
+
+def crf_config(name: str, model_files, width: int = 16, scheme: str = "weighted") -> Config:
+    """A shipped CRF config on the given biLM, with a one-layer BiLSTM of ``width`` units."""
+    config = Config().from_disk(CONFIGS / name, interpolate=False)
+    config["paths"]["elmo_options"], config["paths"]["elmo_weights"] = map(str, model_files)
+    config = config.interpolate()
+    component = config["nlp"]["pipeline"][-1]
+    tok2vec = config["components"][component]["model"]["tok2vec"]
+    tok2vec.update({"width": width, "depth": 1, "dropout": 0.0, "recurrent_dropout": 0.0})
+    if tok2vec.get("elmo"):
+        tok2vec["elmo"]["mixer"]["name"] = scheme
+        config["initialize"]["components"]["elmo"]["cache_memory_mb"] = 64
+    return config
+
+
+def trained(config: Config, examples, steps: int = 3):
+    fix_random_seed(0)
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(0.01)
+    for _ in range(steps):
+        nlp.update(examples, sgd=optimizer)
+    return nlp
+
+
+def spans(docs):
+    return [[(e.start, e.end, e.label_) for e in doc.ents] for doc in docs]
+
+
+@pytest.fixture(scope="module")
+def ner_examples(data_dir):
+    return conll_examples(data_dir / "conll2003" / "train.txt", 16)
+
+
+def test_spacy_train_runs_the_shipped_crf_config(tiny_model_files, data_dir, tmp_path):
+    from spacy.cli.train import train
+    from spacy_elmo_mix.workflow.convert import convert_dataset
+
+    convert_dataset("conll2003", data_dir / "conll2003", tmp_path / "corpus", max_sentences=40)
+    config = crf_config("crf_ner.cfg", tiny_model_files)
+    config["training"].update({"max_epochs": 2, "eval_frequency": 2, "patience": 0})
+    config.to_disk(tmp_path / "config.cfg")
+    paths = {"paths.train": str(tmp_path / "corpus" / "train.spacy"), "paths.dev": str(tmp_path / "corpus" / "dev.spacy")}
+    paths.update({f"corpora.{split}.path": paths[f"paths.{split}"] for split in ("train", "dev")})
+    train(tmp_path / "config.cfg", tmp_path / "out", overrides=paths, use_gpu=-1)
+    nlp = spacy.load(tmp_path / "out" / "model-best")
+    assert nlp.pipe_names == ["elmo", "crf_ner"]
+    assert set(nlp.get_pipe("crf_ner").labels) == {"LOC", "MISC", "ORG", "PER"}
+    assert "ents_f" in nlp.meta["performance"]
+    assert isinstance(nlp("EU rejects German call to boycott British lamb .").ents, tuple)
+
+
+def test_decoded_spans_are_always_valid(tiny_model_files, ner_examples):
+    """Untrained and briefly trained, BIO and BILOU: every decoded tag sequence is well-formed."""
+    for tag_scheme in ("BIO", "BILOU"):
+        config = crf_config("crf_ner.cfg", tiny_model_files)
+        config["components"]["crf_ner"]["tag_scheme"] = tag_scheme
+        nlp = trained(config, ner_examples, steps=1)
+        crf = nlp.get_pipe("crf_ner")
+        start, moves, end = allowed_transitions(crf.tag_names, tag_scheme)
+        # random emissions far larger than any learned scores: constraints alone keep paths valid
+        rng = np.random.default_rng(0)
+        emissions = [rng.normal(0, 50, (n, len(crf.tag_names))).astype("f") for n in (1, 2, 7, 30)]
+        from spacy_elmo_mix.layers.crf_layer import crf_decode
+
+        for path in crf_decode(crf.model.get_ref("crf"), emissions):
+            assert start[path[0]] and end[path[-1]] and all(moves[a, b] for a, b in zip(path[:-1], path[1:]))
+        docs = list(nlp.pipe([eg.reference.text for eg in ner_examples]))
+        assert all(ent.label_ in crf.labels for doc in docs for ent in doc.ents)
+
+
+def test_crf_ner_learns_and_round_trips(tiny_model_files, ner_examples, tmp_path):
+    nlp = trained(crf_config("crf_ner.cfg", tiny_model_files, width=32), ner_examples, steps=80)
+    scores = nlp.evaluate(ner_examples)
+    assert scores["ents_f"] > 0.6  # memorizes 16 sentences
+    texts = [eg.reference.text for eg in ner_examples]
+    before = spans(nlp.pipe(texts))
+    nlp.to_disk(tmp_path / "nlp")
+    loaded = spacy.load(tmp_path / "nlp")
+    assert spans(loaded.pipe(texts)) == before
+    emissions = [nlp.get_pipe("crf_ner").model.predict([d]) for d in (nlp.make_doc(texts[0]), loaded.make_doc(texts[0]))]
+    np.testing.assert_array_equal(emissions[0][0], emissions[1][0])
+    assert spans(spacy.blank("en").from_config(nlp.config).from_bytes(nlp.to_bytes()).pipe(texts)) == before
+
+
+def test_crf_tagger_learns_tags_and_round_trips(tiny_model_files, ner_examples, tmp_path):
+    examples = tagged_examples(ner_examples)
+    nlp = trained(crf_config("crf_tagger.cfg", tiny_model_files, width=32), examples, steps=30)
+    assert nlp.evaluate(examples)["tag_acc"] > 0.8
+    texts = [eg.reference.text for eg in examples]
+    before = [[t.tag_ for t in doc] for doc in nlp.pipe(texts)]
+    nlp.to_disk(tmp_path / "nlp")
+    assert [[t.tag_ for t in doc] for doc in spacy.load(tmp_path / "nlp").pipe(texts)] == before
+
+
+def test_serialization_before_initialize(tiny_model_files, ner_examples):
+    config = crf_config("crf_ner.cfg", tiny_model_files)
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    fresh = spacy.util.load_model_from_config(config, auto_fill=True).from_bytes(nlp.to_bytes())
+    fresh.initialize(lambda: ner_examples)
+    assert set(fresh.get_pipe("crf_ner").labels) == {"LOC", "MISC", "ORG", "PER"}
+    fresh.update(ner_examples)
+
+
+def test_replace_listeners_keeps_predictions(tiny_model_files, ner_examples):
+    nlp = trained(crf_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=5)
+    texts = [eg.reference.text for eg in ner_examples]
+    before = spans(nlp.pipe(texts))
+    nlp.replace_listeners("elmo", "crf_ner", ["model.tok2vec.elmo"])
+    nlp.remove_pipe("elmo")
+    assert spans(nlp.pipe(texts)) == before
+    assert nlp.config["components"]["crf_ner"]["model"]["tok2vec"]["elmo"]["@architectures"] == "spacy-elmo-mix.ElmoInline.v1"
+
+
+def test_sourced_crf_component_predicts_the_same(tiny_model_files, ner_examples, tmp_path):
+    nlp = trained(crf_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=5)
+    nlp.to_disk(tmp_path / "source")
+    other = spacy.blank("en")
+    source = spacy.load(tmp_path / "source")
+    other.add_pipe("elmo", source=source)
+    other.add_pipe("crf_ner", source=source)
+    texts = [eg.reference.text for eg in ner_examples]
+    assert spans(other.pipe(texts)) == spans(nlp.pipe(texts))
+
+
+def test_baseline_config_needs_no_elmo(data_dir, ner_examples):
+    nlp = trained(crf_config("crf_ner_baseline.cfg", (None, None)), ner_examples, steps=2)
+    assert nlp.pipe_names == ["crf_ner"]
+    assert nlp.evaluate(ner_examples)["ents_f"] is not None
+
+
+def test_empty_docs_and_unknown_gold_tags(tiny_model_files, ner_examples):
+    """A batch with an empty doc trains and predicts; a token without gold tag is learned as unknown."""
+    nlp = trained(crf_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=1)
+    empty = Example(Doc(nlp.vocab, words=[]), Doc(nlp.vocab, words=[]))
+    words = ["Peter", "Blackburn", "visited", "Paris"]
+    partial = Example(Doc(nlp.vocab, words=words), Doc(nlp.vocab, words=words, ents=["B-PER", "I-PER", "", "B-LOC"]))
+    losses = nlp.update([empty, partial, *ner_examples[:2]])
+    assert np.isfinite(losses["crf_ner"]) and losses["crf_ner"] > 0
+    docs = list(nlp.pipe(["", "Peter Blackburn"]))
+    assert len(docs[0]) == 0 and docs[0].ents == ()
+
+
+def test_bad_settings_fail_loudly(tiny_model_files, ner_examples):
+    config = crf_config("crf_ner.cfg", tiny_model_files)
+    config["components"]["crf_ner"]["tag_scheme"] = "IOB1"
+    with pytest.raises(ValueError, match="tag_scheme"):
+        spacy.util.load_model_from_config(config, auto_fill=True)
+    config = crf_config("crf_ner.cfg", tiny_model_files)
+    config["components"]["crf_ner"]["model"]["tok2vec"]["dropout"] = 1.0
+    with pytest.raises(ValueError, match="dropout"):
+        spacy.util.load_model_from_config(config, auto_fill=True)
+    config = crf_config("crf_ner_baseline.cfg", (None, None))
+    del config["components"]["crf_ner"]["model"]["tok2vec"]["embed"]
+    config["components"]["crf_ner"]["model"]["tok2vec"]["embed"] = None
+    with pytest.raises(ElmoConfigError, match="features"):
+        spacy.util.load_model_from_config(config, auto_fill=True)
+    nlp = trained(crf_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=0)
+    with pytest.raises(ValueError, match="after initialize"):
+        nlp.get_pipe("crf_ner").add_label("NEW")
