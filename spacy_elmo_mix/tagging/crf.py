@@ -16,8 +16,9 @@ that position (a partially annotated sentence).
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -60,13 +61,27 @@ class LinearChainCRF(nn.Module):
 
     def log_partition(self, emissions: Tensor, lengths: Tensor) -> Tensor:
         """log Z of each sentence: [B]. emissions: [B, L, T]; lengths: [B], each in 1..L."""
-        mask = _check(emissions, lengths, self.n_tags)
+        _check(emissions, lengths, self.n_tags)
+        # torch's log-sum-exp when no sum can be all -inf: every tag follows some allowed start
+        # (then some tag at every position) and some end is allowed; the NaN-free one otherwise
+        reachable = (self.allowed_start.unsqueeze(1) & self.allowed_transitions).any(0).all() & self.allowed_end.any()
+        return self._forward(emissions, lengths, torch.logsumexp if bool(reachable) else _logsumexp)
+
+    def _forward(self, emissions: Tensor, lengths: Tensor, logsumexp) -> Tensor:
+        """The forward algorithm, unmasked over the padded batch: each sentence's sum is read at its
+        own last position (later positions only extend paths nobody reads)."""
         start, trans, end = self.constrained()
-        alpha = start + emissions[:, 0]
-        for t in range(1, emissions.shape[1]):
-            step = _logsumexp(alpha.unsqueeze(2) + trans, dim=1) + emissions[:, t]
-            alpha = torch.where(mask[:, t : t + 1], step, alpha)
-        return _logsumexp(alpha + end, dim=1)
+        # Padding zeroed: the unread paths must stay finite, or -inf/NaN padding turns their zero
+        # gradients into NaN (0 * inf) on the way back into the read positions.
+        past = torch.arange(emissions.shape[1], device=emissions.device) >= lengths.to(emissions.device).unsqueeze(1)
+        steps = emissions.masked_fill(past.unsqueeze(2), 0.0).unbind(1)
+        alpha = start + steps[0]
+        alphas = [alpha]
+        for emitted in steps[1:]:
+            alpha = logsumexp(alpha.unsqueeze(2) + trans, 1) + emitted
+            alphas.append(alpha)
+        rows = torch.arange(emissions.shape[0], device=emissions.device)
+        return logsumexp(torch.stack(alphas)[lengths.to(emissions.device) - 1, rows] + end, 1)
 
     def path_score(self, emissions: Tensor, tags: Tensor, lengths: Tensor) -> Tensor:
         """score(y) of each sentence's ``tags`` ([B, L], all known): [B]."""
@@ -91,32 +106,55 @@ class LinearChainCRF(nn.Module):
         if bool(((tags == UNKNOWN) & mask).any()):
             known = tags.clamp(min=0).unsqueeze(2) == torch.arange(self.n_tags, device=tags.device)
             free = (tags == UNKNOWN).unsqueeze(2) | known
-            numerator = self.log_partition(emissions.masked_fill(~free, float("-inf")), lengths)
+            # sums where every term is forbidden occur here: the NaN-free log-sum-exp
+            numerator = self._forward(emissions.masked_fill(~free, float("-inf")), lengths, _logsumexp)
         else:
             numerator = self.path_score(emissions, tags, lengths)
         return self.log_partition(emissions, lengths) - numerator
 
+    @torch.no_grad()
     def decode(self, emissions: Tensor, lengths: Tensor) -> Tuple[Tensor, Tensor]:
         """Viterbi: the best tag sequence of each sentence ([B, L], positions past a sentence's
-        length repeat its last tag) and its score ([B])."""
-        mask = _check(emissions, lengths, self.n_tags)
+        length repeat its last tag) and its score ([B]).
+
+        Packed like an RNN over sorted lengths: the sentences run longest first, and step ``t``
+        works on the ``n_t`` sentences still longer than ``t`` only, so a finished sentence's scores
+        stay as they were at its last position and the batch does no work on padding. The
+        back-pointers are followed in numpy, whose per-operation overhead is a fraction of torch's.
+        """
+        _check(emissions, lengths, self.n_tags)
         start, trans, end = self.constrained()
-        batch, length, n_tags = emissions.shape
-        delta = start + emissions[:, 0]
-        keep = torch.arange(n_tags, device=emissions.device).expand(batch, n_tags)
+        sizes = lengths.cpu().numpy()
+        order = np.argsort(-sizes, kind="stable")
+        active = (sizes[order][None, :] > np.arange(1, sizes.max())[:, None]).sum(1)  # n_t, t = 1..
+        steps = emissions[torch.from_numpy(order).to(emissions.device)].transpose(0, 1).contiguous().unbind(0)
+        delta = start + steps[0]
         pointers = []
-        for t in range(1, length):
-            best, arg = (delta.unsqueeze(2) + trans).max(dim=1)
-            live = mask[:, t : t + 1]
-            delta = torch.where(live, best + emissions[:, t], delta)
-            pointers.append(torch.where(live, arg, keep))
+        for t, n in enumerate(active.tolist(), start=1):
+            live = delta[:n]
+            best, arg = (live.unsqueeze(2) + trans).max(dim=1)
+            torch.add(best, steps[t][:n], out=live)  # in place: the finished rows keep their scores
+            pointers.append(arg.cpu().numpy())
         score, tag = (delta + end).max(dim=1)
-        path = [tag]
-        for arg in reversed(pointers):
-            tag = arg.gather(1, tag.unsqueeze(1)).squeeze(1)
-            path.append(tag)
-        path.reverse()
-        return torch.stack(path, dim=1), score
+        unsort = np.empty_like(order)
+        unsort[order] = np.arange(len(order))
+        path = _backtrack(pointers, tag.cpu().numpy(), emissions.shape[1])[unsort]
+        return torch.from_numpy(path).to(emissions.device), score[torch.from_numpy(unsort).to(score.device)]
+
+
+def _backtrack(pointers: List[np.ndarray], tag: np.ndarray, length: int) -> np.ndarray:
+    """The [B, length] paths that end in ``tag`` ([B]): ``pointers[t - 1]`` ([n_t, T], the first
+    ``n_t`` sentences, those longer than ``t``) leads from position ``t`` back to ``t - 1``; a
+    sentence's positions after its own last one repeat its final tag, as does the padding."""
+    path = np.empty((length, len(tag)), dtype=np.int64)
+    current, rows = tag.copy(), np.arange(len(tag))
+    path[len(pointers) :] = current
+    for t in range(len(pointers), 0, -1):
+        back = pointers[t - 1]
+        n = len(back)
+        current[:n] = back[rows[:n], current[:n]]
+        path[t - 1] = current
+    return np.ascontiguousarray(path.T)
 
 
 def _logsumexp(x: Tensor, dim: int) -> Tensor:

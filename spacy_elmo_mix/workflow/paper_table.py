@@ -1,0 +1,65 @@
+"""The paper's Table 1, as data: the reference row that ``compare`` prints under each of our rows.
+
+Reimers & Gurevych (2019), "Alternative Weighting Schemes for ELMo Embeddings" (arXiv 1904.02954),
+Table 1: mean test score (percent) over 10 seeds of a BiLSTM-CRF on the 5.5B ELMo model, one column
+per weighting scheme; ``*`` marks a score significantly worse than the row's best (p < 0.01, as the
+paper tested). Rows are keyed by our data set ids; the paper has no no-ELMo ``baseline`` column.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, Optional
+
+SOURCE = "Reimers & Gurevych 2019, Table 1 (arXiv 1904.02954): BiLSTM-CRF, 5.5B ELMo, 10 seeds"
+LABEL = "↳ paper (Reimers & Gurevych 2019)"
+# The paper's columns, in its order (our scheme ids).
+COLUMNS = ("layer1", "layer2", "layer3", "concat", "average", "weighted", "weighted12")
+
+
+@dataclass(frozen=True)
+class PaperRow:
+    """One row of the paper's Table 1.
+
+    task: the paper's row name; scores: scheme -> mean test score in percent; worse: the schemes
+    the paper marks ``*``; note: how the paper's data differ from ours ("" when they do not).
+    """
+
+    task: str
+    scores: Dict[str, float]
+    worse: FrozenSet[str]
+    note: str = ""
+
+    def cell(self, scheme: str) -> str:
+        """The paper's text for ``scheme`` (``91.53*``), or ``–`` for a column the paper lacks."""
+        if scheme not in self.scores:
+            return "–"
+        return f"{self.scores[scheme]:.2f}" + ("*" if scheme in self.worse else "")
+
+
+def _row(task: str, cells: str, note: str = "") -> PaperRow:
+    """A :class:`PaperRow` from the paper's cells in :data:`COLUMNS` order (``90.50* 91.78 ...``)."""
+    if len(cells.split()) != len(COLUMNS):
+        raise ValueError(f"{task}: {len(cells.split())} cells for the paper's {len(COLUMNS)} columns")
+    texts = dict(zip(COLUMNS, cells.split()))
+    return PaperRow(
+        task,
+        {scheme: float(text.rstrip("*")) for scheme, text in texts.items()},
+        frozenset(scheme for scheme, text in texts.items() if text.endswith("*")),
+        note,
+    )
+
+
+PAPER_ROWS: Dict[str, PaperRow] = {
+    "conll2003": _row("NER (CoNLL-2003)", "90.50* 91.78 91.53* 91.67 91.81 91.73 91.76"),
+    "conll2000": _row("Chunking (CoNLL-2000)", "95.07* 96.55 96.14* 96.38* 96.34* 96.52 96.51"),
+    "ud_ewt": _row(
+        "POS (UD, 500 sent.)", "90.25* 92.33 90.46* 92.21 91.75* 91.94* 91.48*",
+        "the paper used UD 1.3, we use UD EWT 2.16",
+    ),
+    "wnut16": _row("WNUT16", "44.83* 49.88 48.58* 49.53 48.72 49.56 49.90"),
+}
+
+
+def paper_row(dataset: str) -> Optional[PaperRow]:
+    """The paper's row for our data set id ``dataset``; None for a data set the paper did not use."""
+    return PAPER_ROWS.get(dataset)

@@ -1,0 +1,85 @@
+"""The training protocols: the spaCy settings they make and how a run's log says it ended."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from spacy_elmo_mix.errors import ElmoInputError
+from spacy_elmo_mix.tagging.bilstm import BiLSTMStack
+from spacy_elmo_mix.workflow.protocol import Protocol, how_it_ended
+
+
+def test_converge_protocol_counts_in_epochs():
+    settings = Protocol(patience_epochs=5, max_epochs=50, batch_sentences=32).settings(n_train=500)
+    assert settings["training.eval_frequency"] == 16  # ceil(500 / 32) batches per epoch
+    assert settings["training.patience"] == 80 and settings["training.max_steps"] == 0
+    assert settings["training.max_epochs"] == 50 and settings["corpora.train.gold_preproc"] is True
+    assert settings["training.batcher"] == {"@batchers": "spacy.batch_by_sequence.v1", "size": 32, "get_length": None}
+    steps = Protocol(max_steps=300, eval_frequency=100, tokens="retokenized").settings(n_train=500)
+    assert steps["training.max_steps"] == 300 and steps["corpora.dev.gold_preproc"] is False
+    assert "training.patience" not in steps
+
+
+@pytest.mark.parametrize("kwargs", [{"patience_epochs": 0}, {"max_epochs": 0}, {"tokens": "spacy"}, {"batch_sentences": -1}])
+def test_bad_protocol_settings_fail_loudly(kwargs):
+    with pytest.raises(ElmoInputError):
+        Protocol(**kwargs)
+
+
+def _log(tmp_path, scores, every):
+    path = tmp_path / "train_log.jsonl"
+    lines = [json.dumps({"step": i * every, "epoch": i, "score": s}) for i, s in enumerate(scores)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_how_it_ended_tells_patience_from_max_epochs(tmp_path):
+    settings = Protocol(patience_epochs=2, max_epochs=6).settings(n_train=64)  # 2 steps per epoch
+    stopped = how_it_ended(_log(tmp_path, [0.1, 0.5, 0.4, 0.45], every=2), settings)
+    assert stopped == {"epochs": 3, "best_epoch": 1, "best_step": 2, "stop_reason": "patience", "converged": True}
+    # still improving at the last evaluation: the run hit max_epochs and did not converge
+    capped = how_it_ended(_log(tmp_path, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], every=2), settings)
+    assert capped["stop_reason"] == "max_epochs" and not capped["converged"] and capped["best_epoch"] == 5
+    budget = Protocol(max_steps=4, eval_frequency=2).settings(n_train=64)
+    assert how_it_ended(_log(tmp_path, [0.1, 0.2, 0.3], every=2), budget)["stop_reason"] == "max_steps"
+    with pytest.raises(ElmoInputError, match="no evaluation"):
+        how_it_ended(_log(tmp_path, [], every=2), settings)
+
+
+def test_bilstm_variational_dropout_keeps_one_mask_per_sentence():
+    torch.manual_seed(0)
+    stack = BiLSTMStack(4, 3, 1, dropout=0.5, recurrent_dropout=0.0)
+    x = torch.ones(2, 5, 4)
+    dropped = stack._locked(x)
+    assert torch.equal(dropped[:, :1].expand_as(dropped), dropped)  # the same features dropped at every step
+    assert set(dropped.unique().tolist()) <= {0.0, 2.0}
+    stack.eval()
+    assert torch.equal(stack._locked(x), x)
+
+
+def test_bilstm_recurrent_dropout_zeroes_hidden_columns_in_training_only():
+    torch.manual_seed(0)
+    stack = BiLSTMStack(4, 6, 1, dropout=0.0, recurrent_dropout=0.5)
+    lstm = stack.lstms[0]
+    weights = stack._recurrent_weights(lstm)
+    for name in ("weight_hh_l0", "weight_hh_l0_reverse"):
+        ratio = weights[name] / getattr(lstm, name)
+        columns = ratio[0]
+        assert set(columns.round(decimals=5).unique().tolist()) <= {0.0, 2.0}
+        assert torch.allclose(ratio, columns.expand_as(ratio))  # whole columns: units of h_{t-1}
+    stack.eval()
+    assert all(weights is param for weights, param in zip(stack._recurrent_weights(lstm).values(), lstm.parameters()))
+
+
+def test_bilstm_output_ignores_padding_and_handles_empty_rows():
+    torch.manual_seed(0)
+    stack = BiLSTMStack(3, 4, 2, dropout=0.0, recurrent_dropout=0.0).eval()
+    x = torch.randn(3, 6, 3)
+    lengths = torch.tensor([6, 2, 0])
+    out = stack(x, lengths)
+    alone = stack(x[1:2, :2], torch.tensor([2]))
+    # other batch shapes give other GEMM blockings: last-bit differences only (float32 defaults: rtol 1.3e-6, ~10 ulp)
+    torch.testing.assert_close(out[1, :2], alone[0])
+    assert out.shape == (3, 6, 8) and torch.count_nonzero(out[2]) == 0
