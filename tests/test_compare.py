@@ -137,8 +137,90 @@ def test_table_names_each_schemes_config(tmp_path):
     write_cell(tmp_path, "conll2003", "baseline", CLEARLY_WORSE, config="ner_baseline.cfg")
     table = compare(tmp_path).outputs["table"].read_text()
     assert "training configs: `weighted`: ner_elmo_hash.cfg; `baseline`: ner_baseline.cfg" in table
-    write_run(tmp_path, "conll2003", "weighted", 6, 0.9, config="ner.cfg")  # mixed configs are all named
-    assert "`weighted`: ner.cfg, ner_elmo_hash.cfg;" in compare(tmp_path).outputs["table"].read_text()
+    write_run(tmp_path, "conll2003", "weighted", 6, 0.9, config="ner.cfg")  # another config: not pooled
+    report = compare(tmp_path)
+    assert len(report.table.cells["conll2003", "weighted"].scores) == 5
+    assert "not averaged in: conll2003/weighted, seed 6: its setup differs from the cell's other 5 runs in config (ner.cfg, not ner_elmo_hash.cfg)" in report.outputs["table"].read_text()
+
+
+PROTOCOL = {"architecture": "paper", "tokens": "given", "stopping": "patience", "patience_epochs": 5, "max_epochs": 50}
+
+
+def identity(seed, **settings):
+    """A run identity as ``workflow.run`` records it (no files, so it can never be stale)."""
+    return {"command": None, "settings": {"config": "crf_ner.cfg", "system.seed": seed, **settings}, "files": {}, "seed": seed}
+
+
+def test_runs_of_another_budget_are_never_pooled(tmp_path):
+    """The reported trial: seeds 1-3 at 300 steps, then seed 1 rerun at 400 steps over its folder."""
+    for seed, score in zip((1, 2, 3), (0.40, 0.37, 0.36)):
+        steps = 400 if seed == 1 else 300
+        write_run(tmp_path, "mydata", "weighted", seed, score, max_steps=steps,
+                  identity=identity(seed, **{"training.max_steps": steps}))
+    text = compare(tmp_path).outputs["table"].read_text()
+    assert row_cells(text, "mydata") == ["**36.50 ± 0.71**"]
+    assert "over 2 seeds per cell" in text and "Protocol of every run in the table: fixed budget, max_steps=300." in text
+    assert "not averaged in: mydata/weighted, seed 1: another protocol (fixed budget, max_steps=400)" in text
+
+
+def test_a_cell_pools_only_runs_that_differ_by_the_seed(tmp_path):
+    for seed in (1, 2, 3):
+        write_run(tmp_path, "wnut16", "average", seed, [0.41, 0.42, 0.43][seed - 1], protocol=PROTOCOL, converged=True,
+                  identity=identity(seed, **{"initialize.components.elmo.cache_dtype": "float16"}))
+    write_run(tmp_path, "wnut16", "average", 4, 0.2, protocol=PROTOCOL, converged=True,
+              identity=identity(4, **{"initialize.components.elmo.cache_dtype": "float32"}))
+    write_run(tmp_path, "wnut16", "layer1", 1, 0.3, protocol={**PROTOCOL, "patience_epochs": 2}, converged=True)
+    report = compare(tmp_path)
+    text = report.outputs["table"].read_text()
+    assert report.table.cells["wnut16", "average"].scores == [0.41, 0.42, 0.43]
+    assert ("wnut16", "layer1") not in report.table.cells
+    assert "Protocol of every run in the table: architecture=paper, tokens=given, stopping=patience, patience_epochs=5, max_epochs=50." in text
+    assert ("not averaged in: wnut16/average, seed 4: its setup differs from the cell's other 3 runs in "
+            "initialize.components.elmo.cache_dtype (float32, not float16)") in text
+    assert "not averaged in: wnut16/layer1, seed 1: another protocol (architecture=paper, tokens=given, stopping=patience, patience_epochs=2" in text
+
+
+def test_selection_reads_only_the_given_seeds_schemes_and_datasets(tmp_path):
+    write_cell(tmp_path, "conll2003", "weighted", BEST)
+    write_cell(tmp_path, "conll2003", "layer1", CLEARLY_WORSE)
+    write_cell(tmp_path, "wnut16", "weighted", BEST)
+    report = compare(tmp_path, datasets=["conll2003"], schemes=["weighted"], seeds=[1, 2, 3])
+    assert list(report.table.cells) == [("conll2003", "weighted")]
+    assert report.table.cells["conll2003", "weighted"].scores == BEST[:3]
+    text = report.outputs["table"].read_text()
+    assert "3 seeds per cell" in text and "layer1" not in text and "wnut16" not in text and "missing" not in text
+
+
+def test_paper_row_converged_counts_and_marks_are_stated(tmp_path):
+    for seed, score in enumerate(BEST, start=1):
+        write_run(tmp_path, "conll2003", "layer2", seed, score, protocol=PROTOCOL, converged=seed != 5)
+        write_run(tmp_path, "conll2003", "baseline", seed, score - 0.1, protocol=PROTOCOL, converged=True)
+    write_cell(tmp_path, "mydata", "layer2", BEST, protocol=PROTOCOL)
+    text = compare(tmp_path).outputs["table"].read_text()
+    assert row_cells(text, "CoNLL-2003")[-1] == "9/10"
+    assert row_cells(text, "↳ paper") == ["91.78", "–", "–"]  # layer2, baseline (not in the paper), converged
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    assert [line.split("|")[1].strip()[:10] for line in lines[1:]] == ["CoNLL-2003", "↳ paper (R", "mydata (`m"]
+    assert "Welch's t-test, one-sided, p < 0.01" in text
+    assert "Reimers & Gurevych 2019, Table 1 (arXiv 1904.02954): BiLSTM-CRF, 5.5B ELMo, 10 seeds" in text
+    assert "does not name its test" in text
+
+
+def test_layer_weights_sit_under_the_layer_they_weigh(tmp_path):
+    lw = lambda w: {"crf_ner": {"weights": w, "gamma": 1.0}}  # noqa: E731
+    write_run(tmp_path, "wnut16", "layer2", 1, 0.5, layer_weights=lw([1.0]))
+    write_run(tmp_path, "wnut16", "layer3", 1, 0.5, layer_weights=lw([1.0]))
+    weights = compare(tmp_path).outputs["layer_weights"].read_text()
+    assert "| `wnut16` | `layer2` | crf_ner | – | 1.000 | – | 1.000 | 1 |" in weights
+    assert "| `wnut16` | `layer3` | crf_ner | – | – | 1.000 | 1.000 | 1 |" in weights
+
+
+def test_cli_prints_the_table(tmp_path, capsys):
+    write_cell(tmp_path, "wnut16", "weighted", BEST)
+    assert compare_cli(["--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith((tmp_path / "table.md").read_text().rstrip())
+    assert "| WNUT16" in out
 
 
 def test_alpha_must_be_a_level(tmp_path, capsys):

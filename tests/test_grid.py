@@ -131,3 +131,20 @@ def test_failed_jobs_are_named_on_stderr(tmp_path, capsys):
                  "--results", str(tmp_path / "results"), "--command-template", "true {output}"])
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "conll2003" in err and "layer9" in err
+
+
+def test_projected_cost_from_finished_runs_and_unknown_data_sets(tmp_path):
+    from spacy_elmo_mix.workflow.grid import Job, projected_cost
+
+    for seed, seconds in ((1, 100.0), (2, 200.0)):
+        run_dir = Job("wnut16", "weighted", seed).run_dir(tmp_path)
+        run_dir.mkdir(parents=True)
+        (run_dir / "metrics.json").write_text(json.dumps({"train_seconds": seconds}))
+    finished = [Job("wnut16", "weighted", 1), Job("wnut16", "weighted", 2)]
+    todo = [Job("wnut16", "layer1", n) for n in range(1, 7)] + [Job("conll2003", "layer1", 1)]
+    text = projected_cost(todo, finished, tmp_path, workers=2)
+    assert "wnut16: 6 runs x 2.5 min (mean training time of 2 finished)" in text
+    # 6 runs x 150 s / 2 workers = 450 s
+    assert "projected: 0.1 h of wall time plus the runs of conll2003 (unknown until one finishes" in text
+    alone = projected_cost([Job("conll2003", "layer1", 1)], [], tmp_path, workers=2)
+    assert alone.splitlines()[-1].startswith("projected: the runs of conll2003 (unknown") and "0.0 h" not in alone

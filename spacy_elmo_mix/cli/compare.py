@@ -2,8 +2,10 @@
 
 Reads ``RESULTS/runs/{dataset}/{scheme}/seed{N}/metrics.json`` and writes ``RESULTS/table.md``,
 ``scores.png``, ``layer_weights.md`` and ``timing.md`` (layout: ``spacy_elmo_mix.workflow.compare``).
-Missing, unreadable and out-of-date runs (inputs changed since they ran) are reported, not
-fatal; a missing RESULTS folder is an error. Example::
+Only runs of the given datasets, schemes and seeds are read. A cell averages only runs that differ
+by the seed alone, all under one protocol; other runs, and missing, unreadable and out-of-date ones
+(inputs changed since they ran), are listed in the notes, not fatal; a missing RESULTS folder is an
+error. The table is printed at the end. Example::
 
     python -m spacy_elmo_mix compare --results results --seeds 1 2 3 4 5
 """
@@ -21,9 +23,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         prog="python -m spacy_elmo_mix compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--results", type=Path, default=Path("results"), help="the results folder (default: results)")
-    parser.add_argument("--datasets", nargs="+", help="expected datasets (default: those found)")
-    parser.add_argument("--schemes", nargs="+", help="expected schemes (default: those found)")
-    parser.add_argument("--seeds", nargs="+", type=int, help="expected seeds (default: those found)")
+    parser.add_argument("--datasets", nargs="+", help="the datasets to tabulate; runs of others are not read (default: all found)")
+    parser.add_argument("--schemes", nargs="+", help="the schemes to tabulate (default: all found)")
+    parser.add_argument("--seeds", nargs="+", type=int, help="the seeds to tabulate (default: all found)")
     parser.add_argument("--alpha", type=float, default=0.01, help="significance level (default: 0.01, as in the paper)")
     args = parser.parse_args(argv)
     if not 0.0 < args.alpha < 1.0:
@@ -34,4 +36,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"  note: {note}")
     for path in report.outputs.values():
         print(f"wrote {path}")
+    print()
+    print(report.outputs["table"].read_text(encoding="utf-8"), end="")
     return 0

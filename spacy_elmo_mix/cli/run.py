@@ -18,7 +18,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--elmo-weights", default=None, help="weights.hdf5 (path or URL); default: embedded model")
     parser.add_argument("--architecture", default="spacy", choices=["paper", "spacy"], help="paper: the paper's BiLSTM-CRF (configs/crf_*.cfg); spacy: spaCy's CNN with its transition-based NER or softmax tagger (default: %(default)s)")
     parser.add_argument("--patience-epochs", type=int, default=0, help="train to convergence: score dev once per epoch, stop this many epochs after the best (the paper: 5); 0: a fixed budget of --max-steps (default: %(default)s)")
-    parser.add_argument("--max-epochs", type=int, default=50, help="with --patience-epochs: the most epochs (default: %(default)s)")
+    parser.add_argument("--max-epochs", type=int, default=150, help="with --patience-epochs: the most epochs (default: %(default)s)")
     parser.add_argument("--batch-sentences", type=int, default=32, help="with --patience-epochs: sentences per batch (default: %(default)s, as the paper)")
     parser.add_argument("--max-steps", type=int, default=1000, help="without --patience-epochs: updates (default: %(default)s)")
     parser.add_argument("--eval-frequency", type=int, default=200, help="without --patience-epochs: dev scoring interval (default: %(default)s)")

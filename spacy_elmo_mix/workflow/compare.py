@@ -49,6 +49,9 @@ from ..atomic import atomic_write, write_text_atomic
 from ..errors import ElmoFileError
 from .convert import load_datasets
 from .identity import stale_reason
+from .paper_table import LABEL as PAPER_LABEL
+from .paper_table import SOURCE as PAPER_SOURCE
+from .paper_table import paper_row
 
 PathLike = Union[str, Path]
 RunKey = Tuple[str, str, int]
@@ -83,7 +86,9 @@ class Run:
     dataset/scheme/seed: the run's grid point; score: test score as a fraction; metric: its name;
     train_seconds: training time (None when not recorded); layer_weights: component ->
     (normalized weights, gamma), empty when not recorded; config: the training config's file name
-    (None when not recorded).
+    (None when not recorded); protocol: how it was trained and stopped, in words (:func:`protocol_of`);
+    setup: everything that produced it except the seed (:func:`setup_of`); converged: whether it
+    stopped by its own stopping rule (None: not recorded); finished: its metrics.json's mtime.
     """
 
     dataset: str
@@ -94,18 +99,26 @@ class Run:
     train_seconds: Optional[float] = None
     layer_weights: Dict[str, Tuple[List[float], float]] = field(default_factory=dict)
     config: Optional[str] = None
+    protocol: str = "unrecorded"
+    setup: Dict[str, object] = field(default_factory=dict)
+    converged: Optional[bool] = None
+    finished: float = 0.0
 
 
 @dataclass
 class Results:
     """Everything read from a results folder.
 
-    runs: the finished runs; missing: run key -> why it is missing (expected but absent or
-    unreadable); notes: other problems (a mismatching key, bad layer weights), one line each.
+    runs: the finished runs the table pools; missing: run key -> why it is missing (expected but
+    absent or unreadable); excluded: run key -> why a finished run is not pooled (another protocol,
+    or a setup that differs from its cell's by more than the seed); protocol: the one protocol of
+    the pooled runs; notes: other problems (a mismatching key, bad layer weights), one line each.
     """
 
     runs: List[Run] = field(default_factory=list)
     missing: Dict[RunKey, str] = field(default_factory=dict)
+    excluded: Dict[RunKey, str] = field(default_factory=dict)
+    protocol: str = ""
     notes: List[str] = field(default_factory=list)
 
 
@@ -161,6 +174,10 @@ def add_extras(run: Run, data: dict, path: Path) -> Optional[str]:
     run: the run to complete; data: its metrics.json object; path: the file, for messages.
     Returns a note when one is malformed (that one is then left out, the score still counts).
     """
+    run.protocol, run.setup = protocol_of(data), setup_of(data)
+    run.finished = path.stat().st_mtime
+    if isinstance(data.get("converged"), bool):
+        run.converged = data["converged"]
     try:
         if data.get("train_seconds") is not None:
             run.train_seconds = _finite(data["train_seconds"], "train_seconds", path)
@@ -170,6 +187,29 @@ def add_extras(run: Run, data: dict, path: Path) -> Optional[str]:
     except MetricsError as exc:
         return f"{exc} (left out; the score still counts)"
     return None
+
+
+def protocol_of(data: dict) -> str:
+    """A run's training protocol in words, from its metrics.json ``data``: the recorded ``protocol``
+    object (``key=value, ...``), else its fixed budget (``max_steps``), else ``unrecorded``."""
+    protocol = data.get("protocol")
+    if isinstance(protocol, dict) and protocol:
+        return ", ".join(f"{k}={v}" for k, v in protocol.items())
+    if isinstance(data.get("max_steps"), int) and data["max_steps"] > 0:
+        return f"fixed budget, max_steps={data['max_steps']}"
+    return "unrecorded"
+
+
+def setup_of(data: dict) -> Dict[str, object]:
+    """Everything that produced a run except its seed: the identity's settings without
+    ``system.seed`` and the content digests of the files it read (their paths may differ between
+    machines), or, for a run without an identity, its protocol and config."""
+    identity = data.get("identity")
+    if isinstance(identity, dict) and isinstance(identity.get("settings"), dict):
+        setup = {k: v for k, v in identity["settings"].items() if k != "system.seed"}
+        setup["input files (sha256)"] = sorted(str(d) for d in (identity.get("files") or {}).values())
+        return setup
+    return {"protocol": protocol_of(data), "config": data.get("config")}
 
 
 def _run_dirs(results_dir: Path) -> Iterable[Tuple[RunKey, Path]]:
@@ -188,15 +228,20 @@ def load_results(
 ) -> Results:
     """Read every run under ``results_dir/runs`` and work out which expected runs are missing.
 
-    results_dir: the results folder; datasets/schemes/seeds: the expected grid (each None: every
-    value found in any run). A run folder without a readable metrics.json, or whose recorded input
-    files changed since it ran (``workflow.identity``), counts as missing; a missing folder raises
+    results_dir: the results folder; datasets/schemes/seeds: the grid to tabulate (each None: every
+    value found in any run); runs outside it are not read. A run folder without a readable
+    metrics.json, or whose recorded input files changed since it ran (``workflow.identity``), counts
+    as missing; the finished runs are then pooled by :func:`pool_runs`. A missing folder raises
     ElmoFileError.
     """
     results, unchecked = Results(), 0
     if not Path(results_dir).is_dir():
         raise ElmoFileError(f"{results_dir}: no such results folder")
-    found: Dict[RunKey, Path] = dict(_run_dirs(Path(results_dir)))
+    selected = (set(datasets or ()), set(schemes or ()), {int(n) for n in seeds or ()})
+    found: Dict[RunKey, Path] = {
+        key: run_dir for key, run_dir in _run_dirs(Path(results_dir))
+        if all(not chosen or value in chosen for value, chosen in zip(key, selected))
+    }
     for key, run_dir in found.items():
         metrics = run_dir / "metrics.json"
         if not metrics.exists():
@@ -226,7 +271,52 @@ def load_results(
             results.missing[key] = "not run (no run folder)"
     if unchecked:
         results.notes.append(f"{unchecked} runs record no identity (inputs not checked: run by an older version)")
+    return pool_runs(results)
+
+
+def pool_runs(results: Results) -> Results:
+    """Keep the runs one table may average: one protocol, and per cell one setup up to the seed.
+
+    The table's protocol is the one most runs share (ties: the most recently finished run's); a run
+    under another is excluded. Within a cell (dataset x scheme) the runs are grouped by
+    :func:`setup_of`; the largest group is kept (ties: the one with the most recent run), every
+    other run is excluded with the settings in which it differs. Excluded runs are listed, never
+    averaged in.
+    """
+    if not results.runs:
+        return results
+    votes: Dict[str, Tuple[int, float]] = {}
+    for run in results.runs:
+        count, newest = votes.get(run.protocol, (0, 0.0))
+        votes[run.protocol] = (count + 1, max(newest, run.finished))
+    results.protocol = max(votes, key=lambda p: votes[p])
+    cells: Dict[Tuple[str, str], Dict[str, List[Run]]] = defaultdict(lambda: defaultdict(list))
+    for run in results.runs:
+        if run.protocol != results.protocol:
+            results.excluded[run.dataset, run.scheme, run.seed] = f"another protocol ({run.protocol})"
+        else:
+            cells[run.dataset, run.scheme][json.dumps(run.setup, sort_keys=True, default=str)].append(run)
+    results.runs = []
+    for groups in cells.values():
+        ranked = sorted(groups.values(), key=lambda g: (len(g), max(r.finished for r in g)), reverse=True)
+        results.runs += ranked[0]
+        for group in ranked[1:]:
+            differs = _differences(group[0].setup, ranked[0][0].setup)
+            for run in group:
+                results.excluded[run.dataset, run.scheme, run.seed] = (
+                    f"its setup differs from the cell's other {len(ranked[0])} runs in {differs}"
+                )
     return results
+
+
+def _differences(setup: Dict[str, object], other: Dict[str, object], most: int = 3) -> str:
+    """The keys in which two setups differ, with both values: ``training.max_steps (400, not 300)``."""
+    keys = sorted(k for k in set(setup) | set(other) if setup.get(k) != other.get(k))
+    shown = [
+        k if k == "input files (sha256)" else f"{k} ({setup.get(k, 'unset')}, not {other.get(k, 'unset')})"
+        for k in keys[:most]
+    ]
+    return ", ".join(shown) + (f" and {len(keys) - most} more" if len(keys) > most else "")
 
 
 # --------------------------------------------------------------------------------------- statistics
@@ -311,7 +401,8 @@ class Table:
     """The analysed grid: rows (datasets) x columns (schemes) of cells, with notes for the footer.
 
     datasets/schemes: row and column order; cells: (dataset, scheme) -> Cell (absent: no run);
-    metrics: dataset -> metric name(s); untested: (dataset, scheme) pairs not tested for significance.
+    metrics: dataset -> metric name(s); untested: (dataset, scheme) pairs not tested for significance;
+    converged: dataset -> (runs that stopped by their stopping rule, runs that record whether they did).
     """
 
     datasets: List[str]
@@ -319,6 +410,7 @@ class Table:
     cells: Dict[Tuple[str, str], Cell]
     metrics: Dict[str, List[str]]
     untested: List[Tuple[str, str]]
+    converged: Dict[str, Tuple[int, int]] = field(default_factory=dict)
 
 
 def build_table(results: Results, alpha: float) -> Table:
@@ -331,15 +423,19 @@ def build_table(results: Results, alpha: float) -> Table:
     datasets, schemes = dataset_order(k[0] for k in keys), scheme_order(k[1] for k in keys)
     cells: Dict[Tuple[str, str], Cell] = {}
     metrics: Dict[str, set] = defaultdict(set)
+    converged: Dict[str, Tuple[int, int]] = {}
     for run in sorted(results.runs, key=lambda r: r.seed):
         cells.setdefault((run.dataset, run.scheme), Cell([])).scores.append(run.score)
         metrics[run.dataset].add(run.metric)
+        if run.converged is not None:
+            done, known = converged.get(run.dataset, (0, 0))
+            converged[run.dataset] = (done + run.converged, known + 1)
     untested = []
     for dataset in datasets:
         row = {s: cells[dataset, s] for s in schemes if (dataset, s) in cells}
         if row:
             untested += [(dataset, s) for s in mark_row(row, alpha)]
-    return Table(datasets, schemes, cells, {d: sorted(m) for d, m in metrics.items()}, untested)
+    return Table(datasets, schemes, cells, {d: sorted(m) for d, m in metrics.items()}, untested, converged)
 
 
 def _percent(cell: Cell, show_n: bool) -> str:
@@ -366,13 +462,13 @@ def _scheme_title(scheme: str) -> str:
     return f"{SCHEMES[scheme]} `{scheme}`" if scheme in SCHEMES else f"`{scheme}`"
 
 
-def _missing_notes(missing: Dict[RunKey, str]) -> List[str]:
-    """One line per (dataset, scheme, reason) listing the seeds concerned."""
+def _missing_notes(missing: Dict[RunKey, str], what: str = "missing") -> List[str]:
+    """One line per (dataset, scheme, reason) listing the seeds concerned, each starting ``what``."""
     grouped: Dict[Tuple[str, str, str], List[int]] = defaultdict(list)
     for (dataset, scheme, seed), reason in sorted(missing.items()):
         grouped[dataset, scheme, reason].append(seed)
     return [
-        f"missing {d}/{s}, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}: {reason}"
+        f"{what} {d}/{s}, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}: {reason}"
         for (d, s, reason), seeds in grouped.items()
     ]
 
@@ -384,7 +480,8 @@ def table_notes(table: Table, results: Results) -> List[str]:
         for d, s in table.untested
     ]
     notes += [f"{d}: runs report different metrics: {', '.join(m)}" for d, m in table.metrics.items() if len(m) > 1]
-    return notes + _config_notes(results) + _missing_notes(results.missing) + results.notes
+    excluded = _missing_notes(results.excluded, "not averaged in:")
+    return notes + _config_notes(results) + _missing_notes(results.missing) + excluded + results.notes
 
 
 def _config_notes(results: Results) -> List[str]:
@@ -398,8 +495,25 @@ def _config_notes(results: Results) -> List[str]:
     return ["training configs: " + "; ".join(f"`{s}`: {', '.join(sorted(configs[s]))}" for s in scheme_order(configs))]
 
 
+def _paper_cells(table: Table, dataset: str) -> Optional[List[str]]:
+    """The paper's Table 1 row under ours (its cells in our column order), or None."""
+    row = paper_row(dataset)
+    if row is None:
+        return None
+    cells = [row.cell(s) for s in table.schemes] + (["–"] if table.converged else [])
+    return [PAPER_LABEL] + cells
+
+
+def _converged_cell(table: Table, dataset: str) -> List[str]:
+    """``done/known`` runs converged in the row, when any run of the table records it."""
+    if not table.converged:
+        return []
+    done, known = table.converged.get(dataset, (0, 0))
+    return [f"{done}/{known}" if known else "–"]
+
+
 def render_table(table: Table, results: Results, alpha: float) -> str:
-    """``results/table.md``: caption, the table, and numbered notes."""
+    """``results/table.md``: caption (protocol, marks), the table with the paper's rows, numbered notes."""
     counts = sorted({len(c.scores) for c in table.cells.values()})
     show_n = len(counts) > 1
     seeds = f"{counts[0]} seed{'s' if counts[0] != 1 else ''} per cell" if len(counts) == 1 else "n seeds (given per cell)"
@@ -408,24 +522,57 @@ def render_table(table: Table, results: Results, alpha: float) -> str:
         f"deviation (ddof=1) over {seeds}. **Bold**: the best mean of the row. †: significantly worse than "
         f"the row's best (Welch's t-test, one-sided, p < {alpha:g}). –: no finished run."
     )
-    rows = [
-        [_row_label(table, d)] + [_percent(table.cells[d, s], show_n) if (d, s) in table.cells else "–" for s in table.schemes]
-        for d in table.datasets
-    ]
-    body = _markdown_table(["Dataset"] + [_scheme_title(s) for s in table.schemes], rows) if rows else "(no results found)"
-    notes = table_notes(table, results)
+    if results.protocol:
+        caption += f"\n\nProtocol of every run in the table: {results.protocol}."
+    if table.converged:
+        caption += " *converged*: runs of the row that stopped by their stopping rule (the others hit the epoch limit)."
+    rows = []
+    for d in table.datasets:
+        cells = [_percent(table.cells[d, s], show_n) if (d, s) in table.cells else "–" for s in table.schemes]
+        rows.append([_row_label(table, d)] + cells + _converged_cell(table, d))
+        paper = _paper_cells(table, d)
+        if paper:
+            rows.append(paper)
+    header = ["Dataset"] + [_scheme_title(s) for s in table.schemes] + (["converged"] if table.converged else [])
+    body = _markdown_table(header, rows) if rows else "(no results found)"
+    notes = _paper_notes(table) + table_notes(table, results)
     footer = "\n".join(f"{i}. {note}" for i, note in enumerate(notes, start=1))
     return f"# Weighting schemes for ELMo: test scores\n\n{caption}\n\n{body}\n" + (f"\nNotes:\n\n{footer}\n" if notes else "")
 
 
+def _paper_notes(table: Table) -> List[str]:
+    """What the paper's rows are, and how their data differ from ours, when the table has any."""
+    rows = {d: paper_row(d) for d in table.datasets if paper_row(d)}
+    if not rows:
+        return []
+    notes = [
+        f"{PAPER_LABEL}: {PAPER_SOURCE}. Its `*` marks a score significantly worse than its row's best at "
+        "p < 0.01 (the paper does not name its test). Its scores come from the 5.5B ELMo model; ours from "
+        "the biLM our runs name in their identity: hold the ranking of the schemes against the paper's, "
+        "not the absolute scores."
+    ]
+    return notes + [f"{PAPER_LABEL}, `{d}`: {row.note}" for d, row in rows.items() if row.note]
+
+
+def _layer_indices(scheme: str, n_weights: int) -> List[int]:
+    """The ELMo layer index of each of a scheme's ``n_weights`` weights: the paper schemes' own
+    layers (``layer2`` -> [1], ``weighted12`` -> [0, 1]), else 0..n-1."""
+    from ..layers.scalar_mix import PAPER_SCHEMES
+
+    layers = (PAPER_SCHEMES.get(scheme) or {}).get("layers")
+    return list(layers) if layers is not None and len(layers) == n_weights else list(range(n_weights))
+
+
 def render_layer_weights(results: Results) -> str:
-    """``results/layer_weights.md``: mean normalized s_j and gamma per dataset, scheme and component."""
+    """``results/layer_weights.md``: mean normalized s_j and gamma per dataset, scheme and component,
+    each weight in the column of the ELMo layer it weighs."""
     groups: Dict[Tuple[str, str, str], List[Tuple[List[float], float]]] = defaultdict(list)
     for run in results.runs:
         for component, value in run.layer_weights.items():
             groups[run.dataset, run.scheme, component].append(value)
     schemes, datasets = scheme_order(k[1] for k in groups), dataset_order(k[0] for k in groups)
-    width = max((len(w) for values in groups.values() for w, _ in values), default=0)
+    placed = {key: _layer_indices(key[1], len(values[0][0])) for key, values in groups.items()}
+    width = max((max(layers) + 1 for layers in placed.values() if layers), default=0)
     rows, notes = [], []
     for (dataset, scheme, component), values in sorted(groups.items(), key=lambda kv: (datasets.index(kv[0][0]), schemes.index(kv[0][1]), kv[0][2])):
         lengths = {len(w) for w, _ in values}
@@ -433,14 +580,17 @@ def render_layer_weights(results: Results) -> str:
             notes.append(f"{dataset}/{scheme}/{component}: seeds disagree on the number of layers {sorted(lengths)}; left out")
             continue
         mean = np.mean([w for w, _ in values], axis=0)
-        cells = [f"{x:.3f}" for x in mean] + ["–"] * (width - len(mean))
+        cells = ["–"] * width
+        for layer, weight in zip(placed[dataset, scheme, component], mean):
+            cells[layer] = f"{weight:.3f}"
         gamma = np.mean([g for _, g in values])
         rows.append([f"`{dataset}`", f"`{scheme}`", component] + cells + [f"{gamma:.3f}", str(len(values))])
     header = ["Dataset", "Scheme", "Component"] + [f"s_{j}" for j in range(width)] + ["gamma", "seeds"]
     body = _markdown_table(header, rows) if rows else "(no run recorded layer weights)"
     text = (
-        "# Learned layer weights\n\nSoftmax-normalized layer weights s_j (j = layer index: 0 = the paper's "
-        "1. layer) and the scale gamma, averaged over seeds.\n\n" + body + "\n"
+        "# Learned layer weights\n\nSoftmax-normalized layer weights s_j, in the column of the layer j they "
+        "weigh (0 = the char-CNN token layer, the paper's 1. layer; 1 and 2 = the LSTM layers), and the "
+        "scale gamma, averaged over seeds; – : a layer the scheme does not use.\n\n" + body + "\n"
     )
     return text + "".join(f"\n- {note}" for note in notes) + ("\n" if notes else "")
 

@@ -391,19 +391,22 @@ def projected_cost(todo: Sequence[Job], finished: Sequence[Job], results_dir: Pa
             continue
         if isinstance(value, (int, float)):
             seconds.setdefault(job.dataset, []).append(float(value))
-    lines, total, unknown = [f"{len(todo)} runs to do, {len(finished)} up to date, {workers} workers"], 0.0, 0
+    lines, total, unknown = [f"{len(todo)} runs to do, {len(finished)} up to date, {workers} workers"], 0.0, []
     for dataset in sorted({job.dataset for job in todo}):
         count = sum(job.dataset == dataset for job in todo)
         measured = seconds.get(dataset)
         if not measured:
-            unknown += count
+            unknown.append(dataset)
             lines.append(f"  {dataset}: {count} runs; no finished run to project from")
             continue
         mean = sum(measured) / len(measured)
         total += count * mean
         lines.append(f"  {dataset}: {count} runs x {mean / 60:.1f} min (mean training time of {len(measured)} finished)")
-    hours = total / workers / 3600
-    lines.append(f"projected: {hours:.1f} h of wall time" + (f" plus {unknown} runs of unmeasured data sets" if unknown else ""))
+    unmeasured = f"the runs of {', '.join(unknown)} (unknown until one finishes; bench/protocol_cost.py measures an epoch)"
+    if total:
+        lines.append(f"projected: {total / workers / 3600:.1f} h of wall time" + (f" plus {unmeasured}" if unknown else ""))
+    elif unknown:
+        lines.append(f"projected: {unmeasured}")
     return "\n".join(lines)
 
 

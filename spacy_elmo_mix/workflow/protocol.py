@@ -37,7 +37,7 @@ class Protocol:
     """
 
     patience_epochs: Optional[int] = None
-    max_epochs: int = 50
+    max_epochs: int = 150
     batch_sentences: int = 32
     max_steps: int = 1000
     eval_frequency: int = 200
