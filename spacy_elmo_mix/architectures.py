@@ -2,8 +2,7 @@
 
 Architectures (``@architectures``):
 - ``spacy-elmo-mix.BiLM.v3``: the biLM of the ``elmo`` component (files, frozen, batching, cache,
-  compute precision); ``BiLM.v2`` is v3 with a 512 MiB memory cache by default and no ``auto``
-  precision; ``BiLM.v1`` is v2 without the precision setting (always float32).
+  compute precision); v1 and v2 were never released and are gone.
 - ``spacy-elmo-mix.ElmoListener.v1``: a component's own mix of the shared component's layers.
 - ``spacy-elmo-mix.ElmoInline.v1``: a biLM inside the component's own model (no shared component).
 - ``spacy-elmo-mix.ElmoTok2Vec.v2``: ELMo vectors at a set scale (optionally with spaCy's hash
@@ -74,41 +73,6 @@ def build_bilm_v3(
     )
 
 
-@registry.architectures("spacy-elmo-mix.BiLM.v2")
-def build_bilm_v2(
-    options_file: Optional[str] = None,
-    weight_file: Optional[str] = None,
-    frozen: bool = True,
-    batch_size: int = 64,
-    max_length: int = 256,
-    cache_dir: Optional[str] = None,
-    cache_memory_mb: float = 512,
-    cache_dtype: str = "float32",
-    compute_dtype: str = "float32",
-) -> Model[List[Doc], List[Floats3d]]:
-    """``spacy-elmo-mix.BiLM.v3`` with a 512 MiB memory cache by default and ``compute_dtype``
-    ``float32`` or ``bfloat16`` only (no ``auto``); the parameters mean the same as there."""
-    if compute_dtype not in ("float32", "bfloat16"):
-        raise ElmoConfigError(f"compute_dtype must be 'float32' (exact) or 'bfloat16' in BiLM.v2 ('auto' needs BiLM.v3), got {compute_dtype!r}")
-    return build_bilm_v3(options_file, weight_file, frozen, batch_size, max_length, cache_dir, cache_memory_mb, cache_dtype, compute_dtype)
-
-
-@registry.architectures("spacy-elmo-mix.BiLM.v1")
-def build_bilm(
-    options_file: Optional[str] = None,
-    weight_file: Optional[str] = None,
-    frozen: bool = True,
-    batch_size: int = 64,
-    max_length: int = 256,
-    cache_dir: Optional[str] = None,
-    cache_memory_mb: float = 512,
-    cache_dtype: str = "float32",
-) -> Model[List[Doc], List[Floats3d]]:
-    """``spacy-elmo-mix.BiLM.v2`` with ``compute_dtype = "float32"`` (v1 has no precision
-    setting); the parameters mean the same as there."""
-    return build_bilm_v2(options_file, weight_file, frozen, batch_size, max_length, cache_dir, cache_memory_mb, cache_dtype)
-
-
 @registry.architectures("spacy-elmo-mix.ElmoListener.v1")
 def build_listener(mixer: Model[List[Floats3d], List[Floats2d]], upstream: str = "*") -> Model[List[Doc], List[Floats2d]]:
     """Listen to an ``elmo`` component and combine its layers with ``mixer`` (a weighting scheme).
@@ -123,7 +87,7 @@ def build_listener(mixer: Model[List[Floats3d], List[Floats2d]], upstream: str =
 def build_inline(bilm: Model[List[Doc], List[Floats3d]], mixer: Model[List[Floats3d], List[Floats2d]]) -> Model[List[Doc], List[Floats2d]]:
     """A biLM owned by this component, combined by ``mixer``; only the layers it needs are computed.
 
-    bilm: a ``spacy-elmo-mix.BiLM.v3`` (or ``.v2``, ``.v1``) block. mixer: the weighting scheme.
+    bilm: a ``spacy-elmo-mix.BiLM.v3`` block. mixer: the weighting scheme.
     """
     return ElmoInline(bilm, mixer)
 

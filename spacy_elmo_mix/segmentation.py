@@ -11,7 +11,7 @@ from typing import List, Tuple
 
 from spacy.tokens import Doc
 
-# The component's default (``spacy-elmo-mix.BiLM.v2`` max_length); the layer cache is keyed by
+# The component's default (``spacy-elmo-mix.BiLM.v3`` max_length); the layer cache is keyed by
 # these sequences, so precomputing a cache must use the component's value.
 DEFAULT_MAX_LENGTH = 256
 

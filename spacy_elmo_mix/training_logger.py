@@ -9,7 +9,7 @@ from typing import IO, Callable, Dict, Optional, Tuple
 from spacy.language import Language
 from spacy.util import registry
 
-from .inspect_weights import format_layer_weights, learned_layer_weights
+from .learned_weights import format_layer_weights, learned_layer_weights
 
 
 @registry.loggers("spacy-elmo-mix.LayerWeightsLogger.v1")

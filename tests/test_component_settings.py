@@ -117,17 +117,14 @@ def test_no_layer_cache_by_default(tiny_model_files):
     assert layer_cache(model) is None
 
 
-def test_bilm_v2_keeps_its_released_behaviour():
-    """v2 keeps its 512 MiB default and knows no 'auto' (v3 added it); the factory uses v3."""
+def test_only_the_released_bilm_version_is_registered():
+    """BiLM.v1 and v2 were never released and are gone; v3 takes 'auto' and caches nothing in memory by default."""
     import inspect
 
     from spacy.util import registry
 
-    from spacy_elmo_mix.errors import ElmoConfigError
-
-    v2, v3 = registry.architectures.get("spacy-elmo-mix.BiLM.v2"), registry.architectures.get("spacy-elmo-mix.BiLM.v3")
-    assert inspect.signature(v2).parameters["cache_memory_mb"].default == 512
+    names = {name for name in registry.architectures.get_all() if name.startswith("spacy-elmo-mix.BiLM.")}
+    assert names == {"spacy-elmo-mix.BiLM.v3"}
+    v3 = registry.architectures.get("spacy-elmo-mix.BiLM.v3")
     assert inspect.signature(v3).parameters["cache_memory_mb"].default == 0
-    with pytest.raises(ElmoConfigError, match="'auto' needs BiLM.v3"):
-        v2(compute_dtype="auto")
     assert settings(v3(compute_dtype="auto"))["compute_dtype"] == "auto"

@@ -15,7 +15,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     import spacy
 
-    from ..inspect_weights import format_layer_weights, learned_layer_weights
+    from ..learned_weights import format_layer_weights, learned_layer_weights
 
     try:
         nlp = spacy.load(args.pipeline)

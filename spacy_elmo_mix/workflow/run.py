@@ -221,7 +221,7 @@ def _count_sentences(path: Path, gold_preproc: bool) -> int:
 
 def _layer_weights(nlp, component: str) -> Dict[str, dict]:
     """The learned weights of the component's scheme (absent for concatenation)."""
-    from ..inspect_weights import learned_layer_weights
+    from ..learned_weights import learned_layer_weights
 
     mixes = learned_layer_weights(nlp).get(component, [])
     return {component: {"weights": mixes[0]["weights"], "gamma": mixes[0]["gamma"]}} if mixes else {}
