@@ -174,3 +174,53 @@ def test_bad_settings_fail_loudly(tiny_model_files, ner_examples):
     nlp = trained(crf_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=0)
     with pytest.raises(ValueError, match="after initialize"):
         nlp.get_pipe("crf_ner").add_label("NEW")
+
+
+def _aligned_gold(component, eg):
+    """The gold indices through spaCy's alignment (the general path)."""
+    index = {name: i for i, name in enumerate(component.tag_names)}
+    if component.cfg["target"] == "tags":
+        tags = eg.get_aligned("TAG", as_string=True)
+    else:
+        tags = [component._from_biluo(tag) for tag in eg.get_aligned_ner()]
+    return np.array([index.get(tag, -1) if tag else -1 for tag in tags], dtype="int32")
+
+
+@pytest.mark.parametrize("factory,scheme", [("crf_ner", "BIO"), ("crf_ner", "BILOU"), ("crf_tagger", None)])
+def test_gold_of_given_tokens_equals_the_aligned_gold(data_dir, factory, scheme):
+    """The fast path for examples whose docs share their tokens reads what spaCy's alignment reads,
+    on 400 CoNLL-2003 sentences, with part of some sentences' annotation missing (unknown there)
+    and whitespace tokens; examples with other tokens take the alignment path."""
+    from spacy.tokens import Span
+
+    from spacy_elmo_mix.crf_component import _same_tokens
+
+    nlp = spacy.blank("en")
+    examples = conll_examples(data_dir / "conll2003" / "train.txt", 400, nlp)
+    if factory == "crf_tagger":
+        examples = tagged_examples(examples)
+    for eg in examples[::9]:  # missing annotation at the end of every 9th sentence
+        ref = eg.reference
+        if factory == "crf_ner" and len(ref) > 3:
+            keep = [e for e in ref.ents if e.end <= len(ref) - 2]
+            ref.set_ents(keep, missing=[Span(ref, len(ref) - 2, len(ref))], default="unmodified")
+        elif factory == "crf_tagger":
+            ref[-1].tag_ = ""
+    words = ["New", "\n", "York", "is", "big"]  # a whitespace token without annotation counts as O
+    gold = {"tags": ["B-LOC", "", "B-LOC", "O", "O"]} if factory == "crf_tagger" else {"ents": ["B-LOC", None, "B-LOC", "O", "O"]}
+    ref = Doc(nlp.vocab, words=words, spaces=[True, False, True, True, False], **gold)
+    examples.append(Example(Doc(nlp.vocab, words=words, spaces=[True, False, True, True, False]), ref))
+    component = nlp.add_pipe(factory, config={"tag_scheme": scheme} if scheme else {})
+    for eg in examples:  # the labels, without building the network (no biLM needed here)
+        for label in ({e.label_ for e in eg.reference.ents} if factory == "crf_ner" else {t.tag_ for t in eg.reference if t.tag_}):
+            component.add_label(label)
+    unknown = 0
+    for eg in examples:
+        assert _same_tokens(eg.predicted, eg.reference)
+        fast = component._gold_indices(eg)
+        assert fast.tolist() == _aligned_gold(component, eg).tolist(), [t.text for t in eg.reference]
+        unknown += int((fast == -1).sum())
+    assert unknown > 40  # the missing annotation is really there
+    retokenized = Example(Doc(nlp.vocab, words=["NewYork", "is", "big"]), examples[-1].reference)
+    assert not _same_tokens(retokenized.predicted, retokenized.reference)
+    assert component._gold_indices(retokenized).tolist() == _aligned_gold(component, retokenized).tolist()
