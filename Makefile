@@ -22,7 +22,7 @@ demo: setup
 
 # The numerical tests run a second time on the AVX2 kernels (torch, oneDNN, MKL), so a machine with
 # AVX-512 also catches what an AVX2-only CPU computes (other summation orders, other last bits).
-NUMERIC_TESTS := tests/test_bilm_reference.py tests/test_bilm_batching.py tests/test_bilm_bfloat16.py tests/test_bilm_gradients.py
+NUMERIC_TESTS := tests/test_bilm_reference.py tests/test_bilm_batching.py tests/test_bilm_bfloat16.py tests/test_bilm_gradients.py tests/test_bilstm.py tests/test_crf.py
 NARROW_ISA := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2
 
 test: setup

@@ -4,10 +4,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from spacy_elmo_mix.errors import ElmoInputError
-from spacy_elmo_mix.tagging.bilstm import BiLSTMStack
 from spacy_elmo_mix.workflow.protocol import Protocol, how_it_ended
 
 
@@ -46,40 +44,3 @@ def test_how_it_ended_tells_patience_from_max_epochs(tmp_path):
     assert how_it_ended(_log(tmp_path, [0.1, 0.2, 0.3], every=2), budget)["stop_reason"] == "max_steps"
     with pytest.raises(ElmoInputError, match="no evaluation"):
         how_it_ended(_log(tmp_path, [], every=2), settings)
-
-
-def test_bilstm_variational_dropout_keeps_one_mask_per_sentence():
-    torch.manual_seed(0)
-    stack = BiLSTMStack(4, 3, 1, dropout=0.5, recurrent_dropout=0.0)
-    x = torch.ones(2, 5, 4)
-    dropped = stack._locked(x)
-    assert torch.equal(dropped[:, :1].expand_as(dropped), dropped)  # the same features dropped at every step
-    assert set(dropped.unique().tolist()) <= {0.0, 2.0}
-    stack.eval()
-    assert torch.equal(stack._locked(x), x)
-
-
-def test_bilstm_recurrent_dropout_zeroes_hidden_columns_in_training_only():
-    torch.manual_seed(0)
-    stack = BiLSTMStack(4, 6, 1, dropout=0.0, recurrent_dropout=0.5)
-    lstm = stack.lstms[0]
-    weights = stack._recurrent_weights(lstm)
-    for name in ("weight_hh_l0", "weight_hh_l0_reverse"):
-        ratio = weights[name] / getattr(lstm, name)
-        columns = ratio[0]
-        assert set(columns.round(decimals=5).unique().tolist()) <= {0.0, 2.0}
-        assert torch.allclose(ratio, columns.expand_as(ratio))  # whole columns: units of h_{t-1}
-    stack.eval()
-    assert all(weights is param for weights, param in zip(stack._recurrent_weights(lstm).values(), lstm.parameters()))
-
-
-def test_bilstm_output_ignores_padding_and_handles_empty_rows():
-    torch.manual_seed(0)
-    stack = BiLSTMStack(3, 4, 2, dropout=0.0, recurrent_dropout=0.0).eval()
-    x = torch.randn(3, 6, 3)
-    lengths = torch.tensor([6, 2, 0])
-    out = stack(x, lengths)
-    alone = stack(x[1:2, :2], torch.tensor([2]))
-    # other batch shapes give other GEMM blockings: last-bit differences only (float32 defaults: rtol 1.3e-6, ~10 ulp)
-    torch.testing.assert_close(out[1, :2], alone[0])
-    assert out.shape == (3, 6, 8) and torch.count_nonzero(out[2]) == 0

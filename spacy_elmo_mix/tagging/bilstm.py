@@ -17,8 +17,6 @@ from typing import Dict
 
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 
 def _check_rate(name: str, value: float) -> float:
@@ -56,12 +54,24 @@ class BiLSTMStack(nn.Module):
         return output
 
     def _stack(self, inputs: Tensor, lengths: Tensor) -> Tensor:
-        x = inputs
+        """The layers over a padded batch, without packing: the forward direction runs over the
+        padded rows as they are (padding comes after a sentence's last token, where nobody reads),
+        the backward direction over each sentence reversed within its own length (its padding then
+        comes last too), so both run as one fused LSTM call over the whole batch. A packed batch
+        would run step by step, each step's slice of the packed input costing a zero-filled
+        gradient of the whole input in the backward pass (quadratic in the sentence length)."""
         total = inputs.shape[1]
+        steps = torch.arange(total, device=inputs.device).unsqueeze(0)
+        ends = lengths.to(inputs.device).unsqueeze(1)
+        reverse = torch.where(steps < ends, ends - 1 - steps, steps)  # [B, L]: t -> its mirror within the length
+        real = (steps < ends).unsqueeze(2).to(inputs.dtype)
+        x = inputs
         for lstm in self.lstms:
-            packed = pack_padded_sequence(self._locked(x), lengths, batch_first=True, enforce_sorted=False)
-            out, _ = functional_call(lstm, self._recurrent_weights(lstm), (packed,))
-            x, _ = pad_packed_sequence(out, batch_first=True, total_length=total)
+            x = self._locked(x)
+            params = self._recurrent_weights(lstm)
+            forward = _lstm(x, params, "", self.training)
+            backward = _gather_steps(_lstm(_gather_steps(x, reverse), params, "_reverse", self.training), reverse)
+            x = torch.cat([forward, backward], dim=2) * real  # zero past each length, as documented
         return self._locked(x)
 
     def _locked(self, x: Tensor) -> Tensor:
@@ -81,3 +91,18 @@ class BiLSTMStack(nn.Module):
                 mask = weight.new_empty(weight.shape[1]).bernoulli_(keep).div_(keep)
                 params[name] = weight * mask
         return params
+
+
+def _lstm(x: Tensor, params: Dict[str, Tensor], suffix: str, training: bool) -> Tensor:
+    """One direction of a one-layer ``nn.LSTM``'s parameters (``suffix`` "" or "_reverse") run
+    forward over ``x`` ([B, L, n_in], batch first) from zero states: [B, L, hidden]."""
+    weights = [params[f"{name}_l0{suffix}"] for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    zeros = x.new_zeros(1, x.shape[0], weights[1].shape[1])
+    output, _, _ = torch.lstm(x, (zeros, zeros), weights, True, 1, 0.0, training, False, True)
+    return output
+
+
+def _gather_steps(x: Tensor, index: Tensor) -> Tensor:
+    """``x[b, index[b, t]]`` for every b, t: [B, L, D] reordered along the steps."""
+    return x.gather(1, index.unsqueeze(2).expand(-1, -1, x.shape[2]))
+
