@@ -134,11 +134,13 @@ class LinearChainCRF(nn.Module):
             live = delta[:n]
             best, arg = (live.unsqueeze(2) + trans).max(dim=1)
             torch.add(best, steps[t][:n], out=live)  # in place: the finished rows keep their scores
-            pointers.append(arg.cpu().numpy())
+            pointers.append(arg)
         score, tag = (delta + end).max(dim=1)
         unsort = np.empty_like(order)
         unsort[order] = np.arange(len(order))
-        path = _backtrack(pointers, tag.cpu().numpy(), emissions.shape[1])[unsort]
+        # one copy to the host for all steps (one synchronization on a GPU), then a view per step
+        steps_back = np.split(torch.cat(pointers).cpu().numpy(), np.cumsum(active)[:-1]) if pointers else []
+        path = _backtrack(steps_back, tag.cpu().numpy(), emissions.shape[1])[unsort]
         return torch.from_numpy(path).to(emissions.device), score[torch.from_numpy(unsort).to(score.device)]
 
 
