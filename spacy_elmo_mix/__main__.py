@@ -65,5 +65,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
 
 
+def run() -> int:
+    """:func:`main` for a process whose output may be cut short: when the reader of stdout goes away
+    (``... | head``), end quietly with status 1, as the Python documentation recommends (stdout is
+    pointed at the null device, so that flushing it at exit raises no second error)."""
+    try:
+        try:
+            return main()
+        finally:  # also after SystemExit (argparse's --help): a closed pipe fails here, not at exit
+            sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("SPACY_ELMO_MIX_SHARED", REPO.parent / "shared"))
+# Resolved, as REPO is: ../shared is often a symlink, and code under test records real paths (a run's
+# identity names the biLM files it read), which tests compare with these.
+SHARED = Path(os.environ.get("SPACY_ELMO_MIX_SHARED", REPO.parent / "shared")).resolve()
 FIXTURES = SHARED / "elmo_fixtures"
 DATA = SHARED / "data"
 

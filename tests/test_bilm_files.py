@@ -104,6 +104,41 @@ def test_bad_weights_name_the_dataset(fixture_options, fixture_arrays, tmp_path,
     assert str(weights) in str(error.value)
 
 
+DAMAGED = [
+    ("char_embed", (7, 2), 1e25, r"'char_embed' holds 1e\+25 at index \(7, 2\), beyond the \|w\| <= 10000"),
+    ("CNN/W_cnn_3", (0, 1, 2, 3), -3e30, r"'CNN/W_cnn_3' holds -3e\+30 at index \(0, 1, 2, 3\)"),
+    ("RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0", (5, 9), np.nan, r"'RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0' contains NaN"),
+    ("CNN_high_1/b_carry", (3,), -np.inf, r"'CNN_high_1/b_carry' contains NaN or infinite"),
+]
+
+
+@pytest.mark.parametrize("name, index, value, message", DAMAGED, ids=["huge-char-embed", "huge-cnn", "nan-lstm", "inf-highway"])
+def test_damaged_value_in_a_copied_file_names_the_dataset(tiny_model_files, tmp_path, name, index, value, message):
+    """One value of a copy of a real weight file overwritten in place (as damaged bytes would): an
+    error naming the file and dataset, where the intact copy loaded."""
+    options, original = tiny_model_files
+    weights = tmp_path / "weights.hdf5"
+    weights.write_bytes(original.read_bytes())
+    load_bilm(options, weights)
+    with h5py.File(weights, "r+") as f:
+        f[name][index] = value
+    with pytest.raises(ElmoFileError, match=message) as error:
+        load_bilm(options, weights)
+    assert str(weights) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_largest_plausible_weight_still_loads(tiny_model_files, tmp_path):
+    """The bound is on |w|: a value at it loads (no trained biLM comes near it, see MAX_ABS_WEIGHT)."""
+    from spacy_elmo_mix.bilm.weights import MAX_ABS_WEIGHT
+
+    weights = tmp_path / "weights.hdf5"
+    weights.write_bytes(tiny_model_files[1].read_bytes())
+    with h5py.File(weights, "r+") as f:
+        f["CNN_proj/b_proj"][0] = -MAX_ABS_WEIGHT
+    model = load_bilm(tiny_model_files[0], weights)
+    assert model.char_cnn.projection.bias[0].item() == -MAX_ABS_WEIGHT
+
+
 @pytest.mark.parametrize(
     "section, key, value, message",
     [

@@ -1,5 +1,7 @@
-"""``python -m spacy_elmo_mix embed``: output file handling and precision option."""
+"""``python -m spacy_elmo_mix embed``: output file handling, progress bar and precision option."""
 from __future__ import annotations
+
+import io
 
 import numpy as np
 import pytest
@@ -12,12 +14,43 @@ def _embed(tiny_model_files, *extra):
     return main(["embed", "--options", str(options), "--weights", str(weights), "The cat sat .", *extra])
 
 
+FILE = ["The cat sat .", "Hello world", "A third , longer sentence about ELMo ."] * 4
+
+
+def _embed_file(tiny_model_files, monkeypatch, *extra):
+    """Run ``embed`` on ``FILE`` read from stdin (as ``embed < file``)."""
+    options, weights = tiny_model_files
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(FILE) + "\n"))
+    return main(["embed", "--options", str(options), "--weights", str(weights), *extra])
+
+
 def test_output_written_completely(tiny_model_files, tmp_path, capsys):
     out = tmp_path / "layers.npz"
     assert _embed(tiny_model_files, "--output", str(out), "--compute-dtype", "auto") == 0
     with np.load(out) as data:
         assert data["sentence_0"].shape == (3, 4, 32)
     assert [p.name for p in tmp_path.iterdir()] == ["layers.npz"]
+
+
+def test_file_with_output_prints_one_line_and_shows_progress(tiny_model_files, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "layers.npz"
+    assert _embed_file(tiny_model_files, monkeypatch, "--output", str(out)) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [f"wrote {out}: {len(FILE)} sentences; model: {tiny_model_files[0]}  (3 layers of 32 dims)"]
+    assert "ELMo: 100%" in captured.err and f"{len(FILE)}/{len(FILE)}" in captured.err
+    with np.load(out) as data:
+        assert sorted(data) == sorted(f"sentence_{i}" for i in range(len(FILE)))
+        assert [data[f"sentence_{i}"].shape for i in range(len(FILE))] == [(3, len(s.split()), 32) for s in FILE]
+
+
+def test_file_to_stdout_prints_a_line_per_sentence(tiny_model_files, capsys, monkeypatch):
+    assert _embed_file(tiny_model_files, monkeypatch, "--no-progress", "--top-layer", "1") == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0] == f"model: {tiny_model_files[0]}  (2 layers of 32 dims)" and len(lines) == 1 + len(FILE)
+    assert all(line.startswith(f"{len(s.split()):3d} tokens  {s!r}") and " L1=" in line and " L2=" not in line
+               for line, s in zip(lines[1:], FILE))
+    assert captured.err == ""  # --no-progress: no bar
 
 
 @pytest.mark.parametrize(

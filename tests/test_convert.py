@@ -119,6 +119,7 @@ def test_max_sentences_and_limit_train(tmp_path):
     [
         ("conll2003", "EU NNP B-NP B-ORG\nrejects VBZ O\n", r"bad:2: expected 4 whitespace-separated columns, found 3"),
         ("conll2003", "EU NNP B-NP X-ORG\n", r"bad:1: invalid tag 'X-ORG'"),
+        ("conll2003", "EU NNP B-NP B-ORG\n\u00a0\n", r"bad:2: expected 4 whitespace-separated columns, found 1"),
         ("wnut16", "a\tO\nb c\n", r"bad:2: expected 2 tab-separated columns, found 1"),
         ("ud_ewt", "1\ta\ta\tNOPE\t_\t_\t0\troot\t_\t_\n", r"bad:1: invalid UPOS tag 'NOPE'"),
         ("ud_ewt", "x\ta\ta\tX\t_\t_\t0\troot\t_\t_\n", r"bad:1: invalid CoNLL-U token id 'x'"),
@@ -137,6 +138,33 @@ def test_cli(tmp_path, capsys):
     assert "1 sentences" in capsys.readouterr().out and len(read_docs(tmp_path / "out.spacy")) == 1
     assert cli(["convert", "conll2003", str(tmp_path / "absent.txt"), str(tmp_path / "x.spacy")]) == 1
     assert "absent.txt: no such file" in capsys.readouterr().err
+
+
+# Tokens holding characters that str.split() takes for whitespace but no format separates columns
+# with (no-break space, thin space, ideographic space, \x1c-\x1f, NEL, \v, \f, line separator).
+ODD_SPACE_WORDS = ["New\u00a0York", "10\u2009000", "\u3000x", "a\x1cb\x1fc", "d\x85e", "f\x0bg\x0ch", "i\u2028j", "."]
+ODD_SPACE_TAGS = ["B-LOC", "I-LOC"] + ["O"] * (len(ODD_SPACE_WORDS) - 2)
+
+
+@pytest.mark.parametrize("dataset, line", [("conll2003", "{} NNP  B-NP {}"), ("conll2000", " {}\tNNP {}"), ("wnut16", "{}\t{}")])
+def test_other_whitespace_inside_a_token_keeps_it_whole(tmp_path, dataset, line):
+    """Column files: only spaces and tabs separate columns (also in runs, and at the ends of a line)."""
+    sentences = [zip(ODD_SPACE_WORDS, ODD_SPACE_TAGS), [("New", "O")]]
+    text = " \t\n".join("".join(line.format(*pair) + "\n" for pair in sentence) for sentence in sentences)
+    stats = convert_file(dataset, write(tmp_path, "odd", text), tmp_path / "odd.spacy")
+    docs = read_docs(tmp_path / "odd.spacy")
+    assert [t.text for t in docs[0]] == ODD_SPACE_WORDS and [t.text for t in docs[1]] == ["New"]
+    assert ents(docs[0]) == [(0, 2, "LOC")] and (stats.sentences, stats.tokens) == (2, len(ODD_SPACE_WORDS) + 1)
+    if dataset == "conll2000":  # tags_too: one tag per token
+        assert [t.tag_ for t in docs[0]] == ODD_SPACE_TAGS
+
+
+def test_other_whitespace_inside_a_conllu_form_keeps_it_whole(tmp_path):
+    lines = [f"{i}\t{word}\t_\tPROPN\t_\t_\t0\troot\t_\t_" for i, word in enumerate(ODD_SPACE_WORDS, start=1)]
+    stats = convert_file("ud_ewt", write(tmp_path, "odd.conllu", "\n".join(lines) + "\n"), tmp_path / "odd.spacy")
+    (doc,) = read_docs(tmp_path / "odd.spacy")
+    assert [t.text for t in doc] == ODD_SPACE_WORDS and stats.tokens == len(doc)
+    assert [t.pos_ for t in doc] == [t.tag_ for t in doc] == ["PROPN"] * len(ODD_SPACE_WORDS)
 
 
 REAL_FILES = {

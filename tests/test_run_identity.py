@@ -67,6 +67,22 @@ def test_jobs_recording_no_identity_get_their_command(tmp_path):
     assert run_grid(["d"], ["s"], [1], command, results_dir=tmp_path, progress=False).count("skipped") == 1
 
 
+def test_a_file_read_through_a_symlink_is_recorded_by_its_real_path(tmp_path):
+    """Data reached through a symlinked folder (as ../shared may be) is named by its real path, so
+    the link and the folder give one identity, and a change seen through either makes it stale."""
+    real, link = tmp_path / "shared", tmp_path / "shared_link"
+    real.mkdir()
+    link.symlink_to(real, target_is_directory=True)
+    data = real / "train.spacy"
+    data.write_bytes(b"v1")
+    identity = make_identity(None, {}, [link / "train.spacy"], 1)
+    assert identity == make_identity(None, {}, [data], 1)
+    assert identity["files"] == {str(data): file_sha256(link / "train.spacy")} and stale_reason(identity) is None
+    time.sleep(0.01)
+    (link / "train.spacy").write_bytes(b"v2")
+    assert stale_reason(identity) == f"{data} changed"
+
+
 def test_compare_leaves_out_runs_whose_inputs_changed(tmp_path):
     data = tmp_path / "dev.spacy"
     data.write_bytes(b"v1")

@@ -24,6 +24,13 @@ from ..atomic import atomic_write
 from .modules import BiLM
 
 N_CHAR_ROWS = 261
+# The largest |weight| a file may hold: about 3000x the largest value of the trained biLMs at hand
+# (the bilm-tf fixture, the random reference model and the embedded default model peak at 2.0, 3.5
+# and 2.1). Trained weights stay O(1): a gate or cell pre-activation of 100 already saturates its
+# sigmoid/tanh to float32 precision, so training has no use for a weight near 1e4. Damaged bytes
+# in a float32 dataset mostly hit the exponent and give values such as 1e25 or 1e38, which load
+# silently and change every vector; damage that gives a plausible value cannot be told from a weight.
+MAX_ABS_WEIGHT = 1e4
 
 
 def _tf_arrays(model: BiLM) -> Iterator[Tuple[str, np.ndarray]]:
@@ -69,7 +76,8 @@ def load_weights(model: BiLM, path: Union[str, Path]) -> None:
     """Fill ``model`` from a bilm-tf/AllenNLP ``weights.hdf5``.
 
     Raises :class:`ElmoFileError` naming the file and dataset for a missing dataset, a shape that
-    disagrees with the options, non-finite values, a file that is not readable HDF5, or biLM
+    disagrees with the options, non-finite values or values no trained network has (|w| above
+    ``MAX_ABS_WEIGHT``: a damaged file), a file that is not readable HDF5, or biLM
     datasets (``char_embed``, ``CNN*``, ``RNN_*``) that the options do not use (e.g. more highway
     layers than ``options.json`` says); other unused datasets are named in a warning.
     """
@@ -143,9 +151,25 @@ def _read_dataset(f, path: Path, name: str, shape: Tuple[int, ...]) -> np.ndarra
         array = np.asarray(dataset[...], dtype=np.float32)
     except (OSError, ValueError, TypeError) as exc:
         raise ElmoFileError(f"ELMo weight file {path}: cannot read dataset '{found}' (truncated or corrupt?): {exc}") from None
-    if not np.isfinite(array).all():
-        raise ElmoFileError(f"ELMo weight file {path}: dataset '{found}' contains NaN or infinite values")
+    _check_plausible(array, path, found)
     return array
+
+
+def _check_plausible(array: np.ndarray, path: Path, name: str) -> None:
+    """ElmoFileError unless every value of ``array`` is finite and within ``MAX_ABS_WEIGHT``.
+
+    array: the dataset's values as read (float32); path: the weight file; name: the dataset's path
+    inside it. The message gives the first bad value and its index (damaged bytes, not a model).
+    """
+    if not np.isfinite(array).all():
+        raise ElmoFileError(f"ELMo weight file {path}: dataset '{name}' contains NaN or infinite values (a damaged file?)")
+    magnitude = np.abs(array)
+    if array.size and magnitude.max() > MAX_ABS_WEIGHT:
+        index = np.unravel_index(int(np.argmax(magnitude > MAX_ABS_WEIGHT)), array.shape)
+        raise ElmoFileError(
+            f"ELMo weight file {path}: dataset '{name}' holds {array[index]:.6g} at index {tuple(map(int, index))}, "
+            f"beyond the |w| <= {MAX_ABS_WEIGHT:g} of any trained biLM (a damaged file?)"
+        )
 
 
 def _assign(model: BiLM, arrays: Dict[str, np.ndarray]) -> None:

@@ -46,7 +46,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     own.add_argument("--task", choices=TASKS, help="ner (span tags -> entities) or tagger (tag -> token.tag_)")
     own.add_argument("--token-column", type=int, help="1-based column of the token (default 1)")
     own.add_argument("--tag-column", type=int, help="1-based column of the tag (default or 0: the last)")
-    own.add_argument("--separator", choices=sorted(SEPARATORS), help="column separator (default: whitespace)")
+    own.add_argument("--separator", choices=sorted(SEPARATORS), help="column separator (default: whitespace, i.e. spaces and tabs)")
     for split in ("train", "dev", "test"):
         own.add_argument(f"--{split}", metavar="FILE", help=f"the {split} file's name (or glob, or path) in INPUT")
     args = parser.parse_args(argv)

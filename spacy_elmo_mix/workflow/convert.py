@@ -11,10 +11,11 @@ The built-in ones (``conll2003``, ``wnut16``, ``conll2000``, ``ud_ewt``) are ent
                   ``tagger`` (the tag -> ``token.tag_``; CoNLL-U: UPOS -> ``token.pos_`` and ``tag_``)
 ``token_column``  1-based column of the token (``columns``; default 1)
 ``tag_column``    1-based column of the tag (``columns``; default: the last one)
-``separator``     ``whitespace`` (default) or ``tab``
+``separator``     ``whitespace`` (default: runs of spaces and tabs) or ``tab``
 ``label``         the name in tables (optional)
 
-Tokens are kept as given; ``spaces`` is True after every token but the last. Sentences are separated
+Tokens are kept as given (other whitespace in a token, such as a no-break or thin space, is part
+of it: see ``SEPARATORS``); ``spaces`` is True after every token but the last. Sentences are separated
 by blank lines; ``-DOCSTART-`` lines are dropped; CoNLL-U comments, multiword range lines (``1-2``)
 and empty nodes (``8.1``) are skipped; UD v1 (``CONJ``) and v2 tags are accepted. Span tags may be
 BIO (IOB2), IOB1 (an ``I-`` tag starts an entity unless the previous tag has the same type) or
@@ -46,7 +47,14 @@ SCHEMES = ("auto", "iob1", "iob2", "bilou")
 FORMATS = ("columns", "conllu")
 TASKS = ("ner", "tagger")
 SPLITS = ("train", "dev", "test")
-SEPARATORS = {"whitespace": None, "tab": "\t"}
+# Column separators, by class. The formats separate columns by spaces or tabs (CoNLL-2003,
+# CoNLL-2000: ``whitespace``) or by tabs (WNUT, CoNLL-U: ``tab``); the other characters str.split()
+# takes for whitespace (no-break space U+00A0, thin space U+2009, U+3000, \x1c-\x1f, \x85, \v, \f...)
+# are part of a token: ``New\u00a0York`` is one token. A blank line (a sentence end) holds only
+# COLUMN_SPACE.
+SEPARATORS = ("whitespace", "tab")
+COLUMN_SPACE = " \t"
+WHITESPACE_COLUMN = re.compile(r"[^ \t]+")
 # UD v2's UPOS tags, and UD v1's CONJ (v2: CCONJ).
 UPOS = frozenset("ADJ ADP ADV AUX CCONJ CONJ DET INTJ NOUN NUM PART PRON PROPN PUNCT SCONJ SYM VERB X".split())
 SPAN_TAG = re.compile(r"^(O|[BILUES]-\S+)$")
@@ -166,10 +174,11 @@ def _numbered_lines(path: Path, encoding: str) -> Iterator[Tuple[int, str]]:
 
 
 def _numbered_blocks(path: Path, encoding: str) -> Iterator[List[Tuple[int, str]]]:
-    """Yield the blank-line-separated blocks of ``path`` as lists of (line number, line)."""
+    """Yield the blocks of ``path`` separated by blank lines (empty, or spaces and tabs only) as lists
+    of (line number, line); ``encoding``: the file's text encoding."""
     block: List[Tuple[int, str]] = []
     for number, line in _numbered_lines(path, encoding):
-        if line.strip():
+        if line.strip(COLUMN_SPACE):
             block.append((number, line))
         elif block:
             yield block
@@ -178,17 +187,26 @@ def _numbered_blocks(path: Path, encoding: str) -> Iterator[List[Tuple[int, str]
         yield block
 
 
+def split_columns(line: str, separator: str) -> List[str]:
+    """The columns of one line of a column file.
+
+    line: the line without its end; separator: ``whitespace`` (columns are the runs of characters
+    other than space and tab) or ``tab`` (the line split at every tab). See ``SEPARATORS``.
+    """
+    return line.split("\t") if separator == "tab" else WHITESPACE_COLUMN.findall(line)
+
+
 def read_columns(path: Path, stats: "ConvertStats", spec: DatasetSpec, encoding: str) -> Iterator["Sentence"]:
     """Yield the sentences of a column file.
 
     path: the file; stats: counts dropped ``-DOCSTART-`` lines; spec: the columns and separator;
     encoding: the file's text encoding. Every line must have as many columns as the file's first.
     """
-    separator, n_columns = SEPARATORS[spec.separator], None
+    n_columns = None
     for block in _numbered_blocks(path, encoding):
         sentence = Sentence([], [], [], path)
         for number, line in block:
-            columns = line.split(separator)
+            columns = split_columns(line, spec.separator)
             if columns[0] == DOCSTART:
                 stats.skipped_lines += 1
                 continue
