@@ -119,29 +119,31 @@ class LinearChainCRF(nn.Module):
 
         Packed like an RNN over sorted lengths: the sentences run longest first, and step ``t``
         works on the ``n_t`` sentences still longer than ``t`` only, so a finished sentence's scores
-        stay as they were at its last position and the batch does no work on padding. The
-        back-pointers are followed in numpy, whose per-operation overhead is a fraction of torch's.
+        stay as they were at its last position and the batch does no work on padding. It runs in
+        numpy on the host (one copy of the emissions there, one of the paths back): a step's
+        arrays are small ([n_t, T, T]), so the cost is per-operation overhead, a fraction of
+        torch's; additions and maxima are the same float32 operations, so scores and paths are
+        what the same loop in torch gives.
         """
         _check(emissions, lengths, self.n_tags)
-        start, trans, end = self.constrained()
+        start, trans, end = (x.detach().cpu().numpy() for x in self.constrained())
         sizes = lengths.cpu().numpy()
         order = np.argsort(-sizes, kind="stable")
         active = (sizes[order][None, :] > np.arange(1, sizes.max())[:, None]).sum(1)  # n_t, t = 1..
-        steps = emissions[torch.from_numpy(order).to(emissions.device)].transpose(0, 1).contiguous().unbind(0)
+        steps = np.ascontiguousarray(emissions.detach().cpu().numpy()[order].transpose(1, 0, 2))
         delta = start + steps[0]
         pointers = []
         for t, n in enumerate(active.tolist(), start=1):
-            live = delta[:n]
-            best, arg = (live.unsqueeze(2) + trans).max(dim=1)
-            torch.add(best, steps[t][:n], out=live)  # in place: the finished rows keep their scores
-            pointers.append(arg)
-        score, tag = (delta + end).max(dim=1)
+            scores = delta[:n, :, None] + trans
+            pointers.append(scores.argmax(1))
+            np.add(scores.max(1), steps[t][:n], out=delta[:n])  # the finished rows keep their scores
+        final = delta + end
+        tag = final.argmax(1)
         unsort = np.empty_like(order)
         unsort[order] = np.arange(len(order))
-        # one copy to the host for all steps (one synchronization on a GPU), then a view per step
-        steps_back = np.split(torch.cat(pointers).cpu().numpy(), np.cumsum(active)[:-1]) if pointers else []
-        path = _backtrack(steps_back, tag.cpu().numpy(), emissions.shape[1])[unsort]
-        return torch.from_numpy(path).to(emissions.device), score[torch.from_numpy(unsort).to(score.device)]
+        path = _backtrack(pointers, tag, emissions.shape[1])[unsort]
+        score = final[np.arange(len(tag)), tag][unsort]
+        return torch.from_numpy(path).to(emissions.device), torch.from_numpy(score).to(emissions.device)
 
 
 def _backtrack(pointers: List[np.ndarray], tag: np.ndarray, length: int) -> np.ndarray:
