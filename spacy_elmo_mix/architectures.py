@@ -56,11 +56,12 @@ def build_bilm_v3(
         boundaries) are cut into windows of this length.
     cache_dir: a folder for the on-disk layer cache of a frozen biLM (shared between runs and
         processes; precompute it with ``python -m spacy_elmo_mix cache``); null: memory only. For
-        training only, set it in ``[initialize.components.elmo]`` instead (not saved).
+        training only, set it in ``[initialize.components.elmo]`` instead (not saved); with a cache
+        here, a different value there is an error (docs/cache.md).
     cache_memory_mb: memory budget of the in-memory layer cache (LRU); 0 (default: no hits on
-        unique texts, see README "The layer cache") with no cache_dir disables caching.
-    cache_dtype: ``float32`` (exact, default) or ``float16`` (half the space; relative rounding
-        <= 4.9e-4, the cache command's default).
+        unique texts, see docs/cache.md) with no cache_dir disables caching.
+    cache_dtype: ``float32`` (exact, default, as the cache command's) or ``float16`` (half the
+        space; relative rounding <= 4.9e-4).
     compute_dtype: ``float32`` (exact, default), ``bfloat16``: the char-CNN's convolutions and
         all matrix products in bfloat16 (biases, gating, the LSTM cell state and the outputs stay
         float32; at most 0.6% of the largest output off float32 on trained models, see

@@ -25,7 +25,7 @@ from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
 from .atomic import write_bytes_atomic
-from .errors import ElmoFileError
+from .errors import ElmoConfigError, ElmoFileError
 from .layers.bilm_model import settings, use_cache
 from .layers.listener import DOC_ATTR, ElmoListener
 from .layers.scalar_mix import max_layer
@@ -53,6 +53,9 @@ layers = null
 trainable = false
 trainable_gamma = false
 """
+
+
+CACHE_SETTINGS = ("cache_dir", "cache_memory_mb", "cache_dtype")
 
 
 def _default_config() -> dict:
@@ -90,6 +93,9 @@ class Elmo(TrainablePipe):
         self.set_tensor = set_tensor
         self.listener_map: Dict[str, List[ElmoListener]] = {}
         self.cfg: Dict = {}
+        # The pipeline's own cache settings ([components.<name>.model]), kept apart from the
+        # process-only ones that initialize gives the model.
+        self._own_cache = {key: settings(model)[key] for key in CACHE_SETTINGS}
         install_extensions()
 
     # -- listeners (spaCy's listened-to-component protocol) --------------------------------------
@@ -215,20 +221,14 @@ class Elmo(TrainablePipe):
         """Load the biLM files and size the scheme (checking its layers against the biLM's).
 
         cache_dir, cache_memory_mb, cache_dtype: a layer cache for this process only (training:
-            set them in ``[initialize.components.elmo]``), replacing the model's cache settings
-            until the pipeline is loaded again; not saved with the pipeline. None: keep the
-            model's setting. Their meaning is that of the ``BiLM.v3`` settings of the same names.
+            ``[initialize.components.elmo]``), not saved with the pipeline; None: not given. Their
+            meaning is that of the ``BiLM.v3`` settings of the same names; a model with a cache of
+            its own takes no different value here (see :func:`process_cache_settings`).
         Listeners check their own schemes when their components initialize.
         """
         validate_get_examples(get_examples, "Elmo.initialize")
-        if (cache_dir, cache_memory_mb, cache_dtype) != (None, None, None):
-            current = settings(self.model)
-            use_cache(
-                self.model,
-                cache_dir if cache_dir is not None else current["cache_dir"],
-                cache_memory_mb if cache_memory_mb is not None else current["cache_memory_mb"],
-                cache_dtype if cache_dtype is not None else current["cache_dtype"],
-            )
+        given = {"cache_dir": cache_dir, "cache_memory_mb": cache_memory_mb, "cache_dtype": cache_dtype}
+        use_cache(self.model, **process_cache_settings(self.name, self._own_cache, given))
         self.model.initialize()
         self.scheme.initialize(X=[self.layer_sample()])
 
@@ -266,6 +266,33 @@ class Elmo(TrainablePipe):
         serializers = self._serializers(exclude)
         util.from_disk(path, {k: _reader(load) for k, (_, load) in serializers.items()}, exclude)
         return self
+
+
+def process_cache_settings(name: str, own: Dict[str, object], given: Dict[str, object]) -> Dict[str, object]:
+    """The layer cache settings (``CACHE_SETTINGS``) this process uses.
+
+    name: the component's name (for the config sections in the error message).
+    own: the model's settings, ``[components.<name>.model]``: the pipeline's own cache, used wherever
+        it is loaded; it has none without a ``cache_dir`` and with ``cache_memory_mb = 0``.
+    given: those of ``[initialize.components.<name>]``, for this process only; None: not given.
+    Without a cache of the model's own, the given settings make this process's cache (those not
+    given: the model's values). With one, they must be null or equal to the model's: a different
+    value raises ElmoConfigError naming both (one of them would otherwise be ignored).
+    """
+    given = {key: str(value) if key == "cache_dir" else value for key, value in given.items() if value is not None}
+    if own["cache_dir"] is None and not own["cache_memory_mb"]:
+        return {**own, **given}
+    conflicts = [key for key, value in given.items() if value != own[key]]
+    if conflicts:
+        model = ", ".join(f"{key} = {own[key]!r}" for key in conflicts)
+        init = ", ".join(f"{key} = {given[key]!r}" for key in conflicts)
+        raise ElmoConfigError(
+            f"the layer cache is set twice: [components.{name}.model] {model} but [initialize.components.{name}] "
+            f"{init}; set it in one place: the model's cache is the pipeline's own (saved with its config), "
+            f"the initialize one serves this process only (null there, or no cache_dir and cache_memory_mb = 0 "
+            f"in the model)"
+        )
+    return dict(own)
 
 
 def _writer(save: Callable[[], bytes]) -> Callable:

@@ -55,7 +55,7 @@ def test_cache_command_reports_float16_overflow_in_one_line(tiny_model_files, tm
     DocBin(docs=[spacy.blank("en")("Large values here .")]).to_disk(tmp_path / "a.spacy")
     options, weights = map(str, tiny_model_files)
     argv = ["cache", "--options", options, "--weights", weights, "--cache-dir", str(tmp_path / "cache")]
-    assert cli(argv + ["--report", str(tmp_path / "report.json"), str(tmp_path / "a.spacy")]) == 1
+    assert cli(argv + ["--dtype", "float16", "--report", str(tmp_path / "report.json"), str(tmp_path / "a.spacy")]) == 1
     err = capsys.readouterr().err
     last = err.splitlines()[-1]
     assert "Traceback" not in err and last.startswith("error: ") and "cannot cache these layers as float16" in last

@@ -96,8 +96,8 @@ def test_cache_command_serves_a_bfloat16_pipeline(tiny_model_files, tmp_path, ls
     argv = ["--options", options, "--weights", weights, "--cache-dir", str(tmp_path / "cache"), "--compute-dtype", "bfloat16"]
     assert main(argv + [str(tmp_path / "docs.spacy")]) == 0
     lstm_calls.clear()
-    low = _nlp(tiny_model_files, cache_dir=str(tmp_path / "cache"), cache_dtype="float16", compute_dtype="bfloat16")
+    low = _nlp(tiny_model_files, cache_dir=str(tmp_path / "cache"), compute_dtype="bfloat16")
     _layers(low)
     assert lstm_calls == []
-    _layers(_nlp(tiny_model_files, cache_dir=str(tmp_path / "cache"), cache_dtype="float16"))
+    _layers(_nlp(tiny_model_files, cache_dir=str(tmp_path / "cache")))
     assert lstm_calls

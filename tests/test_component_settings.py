@@ -8,6 +8,7 @@ import spacy
 import torch
 from spacy.training import Example
 
+from spacy_elmo_mix.errors import ElmoConfigError
 from spacy_elmo_mix.layers.bilm_model import get_bilm, layer_cache, settings
 
 from elmo_testing import elmo_only_nlp
@@ -108,6 +109,67 @@ def test_bad_training_cache_setting_fails(tiny_model_files):
     nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights)}})
     with pytest.raises(ValueError, match="cache_dtype must be 'float16' or 'float32', got 'int8'"):
         nlp.get_pipe("elmo").initialize(lambda: [Example(nlp.make_doc("a b"), nlp.make_doc("a b"))], nlp=nlp, cache_dtype="int8")
+
+
+def _initialize_elmo(nlp, **cache):
+    """Initialize ``nlp``'s elmo component again with these ``[initialize.components.elmo]`` settings;
+    returns the biLM's settings afterwards."""
+    doc = nlp.make_doc("a b")
+    nlp.get_pipe("elmo").initialize(lambda: [Example(doc, doc)], nlp=nlp, **cache)
+    return settings(nlp.get_pipe("elmo").model)
+
+
+@pytest.mark.parametrize(
+    "model, init, named",
+    [
+        ({"cache_dir": "own"}, {"cache_dir": "train"}, ["cache_dir = 'OWN'", "cache_dir = 'TRAIN'"]),
+        ({"cache_memory_mb": 64}, {"cache_memory_mb": 512, "cache_dtype": "float16"},
+         ["cache_memory_mb = 64, cache_dtype = 'float32' but", "cache_memory_mb = 512.0, cache_dtype = 'float16';"]),
+    ],
+)
+def test_a_cache_set_differently_in_both_sections_is_an_error(tiny_model_files, data_dir, tmp_path, model, init, named):
+    """[components.elmo.model] with a cache of its own and an [initialize.components.elmo] value that
+    differs: one error line naming both sections, keys and values (no silent precedence)."""
+    from elmo_testing import conll_examples, small_config
+
+    paths = {"own": str(tmp_path / "own"), "train": str(tmp_path / "train")}
+    config = small_config("ner.cfg", *tiny_model_files, cache_memory_mb=0)
+    config["components"]["elmo"]["model"].update({k: paths.get(v, v) for k, v in model.items()})
+    config["initialize"]["components"]["elmo"].update({k: paths.get(v, v) for k, v in init.items()})
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    examples = conll_examples(data_dir / "conll2003" / "train.txt", 2, nlp)
+    with pytest.raises(ElmoConfigError) as error:
+        nlp.initialize(lambda: examples)
+    message = str(error.value)
+    assert "\n" not in message and "[components.elmo.model]" in message and "[initialize.components.elmo]" in message
+    for part in named:
+        assert part.replace("OWN", paths["own"]).replace("TRAIN", paths["train"]) in message
+    assert not (tmp_path / "own").exists() and not (tmp_path / "train").exists()
+
+
+@pytest.mark.parametrize("init", [{}, {"cache_dir": "own"}, {"cache_memory_mb": 0, "cache_dtype": "float16"}])
+def test_a_model_cache_takes_equal_or_no_initialize_settings(tiny_model_files, tmp_path, init):
+    own = tmp_path / "own"
+    nlp = elmo_only_nlp(tiny_model_files, cache_dir=str(own), cache_dtype="float16")
+    used = _initialize_elmo(nlp, **{k: str(own) if v == "own" else v for k, v in init.items()})
+    assert (used["cache_dir"], used["cache_memory_mb"], used["cache_dtype"]) == (str(own), 0, "float16")
+    nlp(TEXT)
+    assert [p.name.endswith("-float16") for p in own.iterdir()] == [True]
+
+
+def test_initialize_cache_settings_serve_each_initialize_only(tiny_model_files, tmp_path):
+    """Without a model cache, each initialize sets the process's cache afresh: from the values given
+    (the others the model's), or none when none is given."""
+    nlp = elmo_only_nlp(tiny_model_files, cache_dtype="float16")
+    used = _initialize_elmo(nlp, cache_dir=str(tmp_path / "first"))
+    assert (used["cache_dir"], used["cache_memory_mb"], used["cache_dtype"]) == (str(tmp_path / "first"), 0, "float16")
+    used = _initialize_elmo(nlp, cache_dir=str(tmp_path / "second"), cache_dtype="float32")
+    assert (used["cache_dir"], used["cache_dtype"]) == (str(tmp_path / "second"), "float32")
+    nlp(TEXT)
+    assert [p.name.endswith("-float32") for p in (tmp_path / "second").iterdir()] == [True]
+    _initialize_elmo(nlp)
+    assert layer_cache(nlp.get_pipe("elmo").model) is None
+    assert not (tmp_path / "first").exists()
 
 
 def test_no_layer_cache_by_default(tiny_model_files):

@@ -418,7 +418,7 @@ def test_cache_command_fills_the_cache_once(tmp_path, tiny_model_files, capsys):
     assert main(argv + [str(tmp_path / "train.spacy")]) == 0
     assert "3 already cached, 0 computed" in capsys.readouterr().out
     embedder = ElmoEmbedder(options, weights)
-    cache = LayerCache.for_model(embedder.model, tmp_path / "cache")
+    cache = LayerCache.for_model(embedder.model, tmp_path / "cache", dtype="float32")  # the command's default
     expected = embedder.embed_sentence(["It", "was", "happy", "."], top_layer=1)
     np.testing.assert_allclose(cache.get(["It", "was", "happy", "."], top_layer=1), expected, rtol=1e-3, atol=1e-4)
     assert cache.get(["It", "was", "happy", "."], top_layer=2) is None

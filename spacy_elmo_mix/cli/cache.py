@@ -7,7 +7,9 @@ stored tokens, one doc per stored sentence), so the cache holds the token sequen
 evaluation look up. Every doc is cut into sentences (see :func:`spacy_elmo_mix.segmentation.sentence_token_lists`);
 sentences already in the cache are read back (and verified), the others are embedded in batches and
 written. Training with the same model, ``--top-layer`` (or a lower one), dtype, compute dtype and
-cache directory then does no biLM work.
+cache directory then does no biLM work; the defaults are those of the shipped configs (``float32``
+storage and compute, ``max_length`` 256, all layers), so ``--initialize.components.elmo.cache_dir``
+is the only override training needs.
 """
 from __future__ import annotations
 
@@ -72,10 +74,14 @@ def _parser() -> argparse.ArgumentParser:
         help="read the corpora as a config with gold_preproc = true does (stored tokens and sentences)",
     )
     parser.add_argument("--top-layer", type=int, default=None, help="cache layers 0..K only (default: all)")
-    parser.add_argument("--dtype", choices=["float16", "float32"], default="float16", help="stored precision")
+    parser.add_argument(
+        "--dtype", choices=["float16", "float32"], default="float32",
+        help="stored precision: the cache_dtype of the pipelines that will read the cache (default: float32, "
+        "as in the shipped configs; float16 halves the space, then train with cache_dtype float16)",
+    )
     parser.add_argument(
         "--compute-dtype", choices=["float32", "bfloat16", "auto"], default="float32",
-        help="the biLM's compute precision: the compute_dtype of the pipelines that will read the cache",
+        help="the biLM's compute precision: the compute_dtype of the pipelines that will read the cache (default: float32)",
     )
     parser.add_argument(
         "--report", type=Path, help="also write a JSON summary here (the corpora's sha256, the cache folder, counts): "

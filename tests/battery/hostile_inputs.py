@@ -712,6 +712,7 @@ model_case("weights_missing_dataset", lambda d: (O(d), edit_weights(d / "nodata.
 model_case("weights_wrong_shape", lambda d: (O(d), edit_weights(d / "shape.hdf5", _reshape_proj)), "W_proj")
 model_case("weights_extra_highway_layer", lambda d: (O(d), edit_weights(d / "extra_high.hdf5", _extra_highway)), "highway|CNN_high_2")
 model_case("weights_nan", lambda d: (O(d), edit_weights(d / "nan.hdf5", _nan_weights)), "nan|finite")
+model_case("weights_damaged_value", lambda d: (O(d), edit_weights(d / "huge.hdf5", _huge_weight)), "CNN_proj/W_proj")
 model_case("weights_int_dtype", lambda d: (O(d), edit_weights(d / "int.hdf5", _int_proj)), "W_proj|dtype|int")
 
 
@@ -728,6 +729,13 @@ def _extra_highway(f) -> None:
 def _nan_weights(f) -> None:
     data = f["CNN_proj/W_proj"][()]
     data[0, 0] = float("nan")
+    f["CNN_proj/W_proj"][...] = data
+
+
+def _huge_weight(f) -> None:
+    """One value of a dataset as a damaged exponent byte leaves it (finite, absurd)."""
+    data = f["CNN_proj/W_proj"][()]
+    data[0, 0] = 3.4e25
     f["CNN_proj/W_proj"][...] = data
 
 
@@ -1094,11 +1102,13 @@ def _(d, env):
     shutil.copyfile(FIXTURE / "options.json", d / "options.json")
 
     def scale(f):
+        # x 1e4: |w| up to 5.1e3, within what a weight file may hold (bilm/weights.MAX_ABS_WEIGHT),
+        # and layer values up to 7e4, beyond float16's 65504
         for key in ("CNN_proj/W_proj", "CNN_proj/b_proj"):
-            f[key][...] = f[key][()] * 1e6
+            f[key][...] = f[key][()] * 1e4
 
     edit_weights(d / "huge.hdf5", scale)
-    argv = ["cache", "corpus.spacy", "--cache-dir", "cdir", "--options", "options.json", "--weights", "huge.hdf5"]
+    argv = ["cache", "corpus.spacy", "--cache-dir", "cdir", "--options", "options.json", "--weights", "huge.hdf5", "--dtype", "float16"]
 
     def check(result: Result) -> Optional[str]:
         code = ("from pathlib import Path\nfrom spacy_elmo_mix import ElmoEmbedder\nfrom spacy_elmo_mix.layer_cache import LayerCache\n"
