@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional
+from weakref import WeakKeyDictionary
 
 import srsly
 from spacy import util
@@ -29,11 +30,12 @@ from .errors import ElmoConfigError, ElmoFileError
 from .layers.bilm_model import settings, use_cache
 from .layers.listener import DOC_ATTR, ElmoListener
 from .layers.scalar_mix import max_layer
-from .vector_hooks import install_vector_hooks
+from .vector_hooks import install_no_vector_hooks, install_vector_hooks
 
 DEFAULT_CONFIG_STR = """
 [elmo]
 set_tensor = true
+keep_layers = "auto"
 
 [elmo.model]
 @architectures = "spacy-elmo-mix.BiLM.v3"
@@ -56,6 +58,8 @@ trainable_gamma = false
 
 
 CACHE_SETTINGS = ("cache_dir", "cache_memory_mb", "cache_dtype")
+# What stays in doc._.elmo_layers once every listener has read them (see make_elmo).
+KEEP_LAYERS = ("auto", "float32", "float16", "none")
 
 
 def _default_config() -> dict:
@@ -71,26 +75,39 @@ def install_extensions() -> None:
 
 
 @Language.factory("elmo", default_config=_default_config(), assigns=[f"doc._.{DOC_ATTR}", "doc.tensor"])
-def make_elmo(nlp: Language, name: str, model: Model, scheme: Model, set_tensor: bool) -> "Elmo":
+def make_elmo(nlp: Language, name: str, model: Model, scheme: Model, set_tensor: bool, keep_layers: str) -> "Elmo":
     """Create the ``elmo`` component.
 
     model: the biLM (``spacy-elmo-mix.BiLM.v3``: its files, ``frozen``, batching, cache, precision).
     scheme: the fixed weighting scheme for ``doc.tensor`` (default: average of all layers); it is
         not trained by this component.
     set_tensor: write the scheme's vectors to ``doc.tensor``.
+    keep_layers: what stays in ``doc._.elmo_layers`` once every listening component has read
+        them (at once when nothing listens): ``float32`` (all of it, as computed), ``float16`` (a
+        half-size copy), ``none`` (nothing: the docs travel light, e.g. in a ``DocBin``), or
+        ``auto`` (the default): ``none`` when components listen (the layers were their input),
+        ``float32`` when none do (the layers are the pipeline's output). A listening component
+        that does not run (disabled) leaves the layers as they are.
     """
-    return Elmo(nlp.vocab, model, scheme, name=name, set_tensor=set_tensor)
+    if keep_layers not in KEEP_LAYERS:
+        raise ElmoConfigError(f"[components.{name}] keep_layers = {keep_layers!r}: expected one of {', '.join(KEEP_LAYERS)}")
+    return Elmo(nlp.vocab, model, scheme, name=name, set_tensor=set_tensor, keep_layers=keep_layers)
 
 
 class Elmo(TrainablePipe):
     """Computes ELMo layers for docs and broadcasts them to listening components."""
 
-    def __init__(self, vocab: Vocab, model: Model, scheme: Model, name: str = "elmo", set_tensor: bool = True):
+    def __init__(
+        self, vocab: Vocab, model: Model, scheme: Model, name: str = "elmo", set_tensor: bool = True, keep_layers: str = "auto"
+    ):
         self.vocab = vocab
         self.model = model
         self.scheme = scheme
         self.name = name
         self.set_tensor = set_tensor
+        self.keep_layers = keep_layers
+        # The listeners (ids) that have yet to read each annotated doc's layers.
+        self._unread: "WeakKeyDictionary[Doc, set]" = WeakKeyDictionary()
         self.listener_map: Dict[str, List[ElmoListener]] = {}
         self.cfg: Dict = {}
         # The pipeline's own cache settings ([components.<name>.model]), kept apart from the
@@ -152,11 +169,39 @@ class Elmo(TrainablePipe):
     def set_annotations(self, docs: Iterable[Doc], layers: List[Floats3d]) -> None:
         docs = list(docs)
         mixed = self.scheme.predict(layers) if self.set_tensor and docs else None
+        readers = {id(listener) for listener in self.listeners}
         for i, (doc, doc_layers) in enumerate(zip(docs, layers)):
             doc._.set(DOC_ATTR, self.model.ops.to_numpy(doc_layers))
             if mixed is not None:
                 doc.tensor = self.model.ops.to_numpy(mixed[i])
                 install_vector_hooks(doc)
+            elif not len(doc.vocab.vectors):
+                install_no_vector_hooks(doc, self.name)
+            if readers:
+                self._unread[doc] = set(readers)
+            else:
+                self._keep(doc, listened=False)
+
+    def layers_read(self, listener: ElmoListener, docs: Iterable[Doc]) -> None:
+        """Note that ``listener`` has read the layers of ``docs`` (at prediction); a doc whose
+        listeners have all read them keeps what ``keep_layers`` says."""
+        for doc in docs:
+            unread = self._unread.get(doc)
+            if unread is None:
+                continue
+            unread.discard(id(listener))
+            if not unread:
+                del self._unread[doc]
+                self._keep(doc, listened=True)
+
+    def _keep(self, doc: Doc, listened: bool) -> None:
+        """Reduce ``doc._.elmo_layers`` to what ``keep_layers`` keeps (``listened``: components
+        listen to this one, which decides ``auto``)."""
+        keep = ("none" if listened else "float32") if self.keep_layers == "auto" else self.keep_layers
+        if keep == "none":
+            doc._.set(DOC_ATTR, None)
+        elif keep == "float16":
+            doc._.set(DOC_ATTR, doc._.get(DOC_ATTR).astype("float16"))
 
     def update(
         self,

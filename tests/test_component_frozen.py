@@ -31,7 +31,9 @@ def test_train_with_frozen_annotating_sourced_elmo(tiny_model_files, data_dir, t
     train(tmp_path / "frozen.cfg", tmp_path / "out")
     nlp = spacy.load(tmp_path / "out" / "model-last")
     doc = nlp("Peter Blackburn went to Brussels .")
-    assert doc._.elmo_layers.shape[1] == len(doc)
+    assert doc._.elmo_layers is None  # keep_layers "auto": the listener has read them
+    kept = spacy.load(tmp_path / "out" / "model-last", config={"components": {"elmo": {"keep_layers": "float32"}}})
+    assert kept("Peter Blackburn went to Brussels .")._.elmo_layers.shape[1] == len(doc)
 
 
 def test_listener_reads_annotated_docs_in_training(tiny_model_files, data_dir):

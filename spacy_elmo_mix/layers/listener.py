@@ -107,7 +107,10 @@ def listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool) -> Tu
             return []
 
         return Y, backprop
-    return model.mixer.predict(_stored_layers(model, docs)), lambda dY: []
+    Y = model.mixer.predict(_stored_layers(model, docs))
+    if model.upstream is not None:
+        model.upstream.layers_read(model, docs)  # the component may now shrink or drop them
+    return Y, lambda dY: []
 
 
 def _stored_layers(model: ElmoListener, docs: List[Doc]) -> List[Floats3d]:
