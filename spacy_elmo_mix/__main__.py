@@ -1,7 +1,8 @@
 """``python -m spacy_elmo_mix COMMAND [ARGS]``: the package's command line.
 
 Each command lives in its own module under ``spacy_elmo_mix.cli`` and exposes ``main(argv) -> int``;
-modules are imported only when their command runs.
+modules are imported only when their command runs. ``python -m spacy elmo COMMAND [ARGS]`` is the
+same command line, reached through spaCy's (``spacy_elmo_mix.cli.spacy_command``).
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ COMMANDS = {
 def usage() -> str:
     lines = [
         "usage: python -m spacy_elmo_mix COMMAND [ARGS] [--debug]  (COMMAND --help for its options;",
-        "       --debug shows the traceback of a failure)", "", "commands:",
+        "       --debug shows the traceback of a failure); also: python -m spacy elmo COMMAND [ARGS]",
+        "", "commands:",
     ]
     lines += [f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()]
     return "\n".join(lines)
@@ -65,13 +67,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
 
 
-def run() -> int:
+def run(argv: Optional[List[str]] = None) -> int:
     """:func:`main` for a process whose output may be cut short: when the reader of stdout goes away
     (``... | head``), end quietly with status 1, as the Python documentation recommends (stdout is
     pointed at the null device, so that flushing it at exit raises no second error)."""
     try:
         try:
-            return main()
+            return main(argv)
         finally:  # also after SystemExit (argparse's --help): a closed pipe fails here, not at exit
             sys.stdout.flush()
     except BrokenPipeError:

@@ -26,7 +26,7 @@ ENTRY_POINTS = list(_entry_points())
 
 def test_entry_points_are_declared():
     groups = {group for group, _, _ in ENTRY_POINTS}
-    assert {"spacy_factories", "spacy_architectures", "spacy_layers", "spacy_loggers"} <= groups
+    assert {"spacy_factories", "spacy_architectures", "spacy_layers", "spacy_loggers", "spacy_cli"} <= groups
 
 
 @pytest.mark.parametrize("group,name,target", ENTRY_POINTS, ids=[n for _, n, _ in ENTRY_POINTS])
@@ -40,17 +40,23 @@ def test_registered_name_resolves(group, name, target):
 
         assert Language.get_factory_meta(name).factory == name
         assert callable(expected)
-    else:
-        assert registry.get(group[len("spacy_"):], name) is expected
-    assert name.startswith("spacy-elmo-mix.") or group == "spacy_factories"
-    assert name.rsplit(".", 1)[-1].startswith("v") or group == "spacy_factories"
+        return
+    if group == "spacy_cli":  # a command of spaCy's command line: `python -m spacy elmo`
+        from spacy.cli import app
+
+        assert registry.cli.get_all()[name] is expected
+        assert [c.callback for c in app.registered_commands if c.name == name] == [expected]
+        return
+    assert registry.get(group[len("spacy_"):], name) is expected
+    assert name.startswith("spacy-elmo-mix.")
+    assert name.rsplit(".", 1)[-1].startswith("v")
 
 
 def test_entry_point_modules_do_not_import_h5py_or_our_biLM():
     code = (
         "import sys, spacy; nlp = spacy.blank('en'); "
-        "import spacy_elmo_mix.architectures, spacy_elmo_mix.training_logger; "
-        "heavy = [m for m in ('spacy_elmo_mix.bilm.modules', 'spacy_elmo_mix.bilm.weights', 'cached_path', 'matplotlib', 'scipy') if m in sys.modules]; "
+        "import spacy_elmo_mix.architectures, spacy_elmo_mix.training_logger, spacy_elmo_mix.cli.spacy_command; "
+        "heavy = [m for m in ('spacy_elmo_mix.bilm.modules', 'spacy_elmo_mix.bilm.weights', 'spacy_elmo_mix.__main__', 'cached_path', 'matplotlib', 'scipy') if m in sys.modules]; "
         "print(heavy)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

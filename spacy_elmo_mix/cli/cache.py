@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from ..segmentation import DEFAULT_MAX_LENGTH
+from . import HelpFormatter, description
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -61,13 +62,15 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m spacy_elmo_mix cache", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m spacy_elmo_mix cache", description=description(__doc__), formatter_class=HelpFormatter
+    )
     parser.add_argument("corpora", nargs="+", type=Path, help=".spacy files (DocBin)")
     parser.add_argument("--cache-dir", type=Path, required=True, help="cache directory (shared by runs and models)")
     parser.add_argument("--options", help="options.json (path or URL); default: the embedded model")
     parser.add_argument("--weights", help="weights.hdf5 (path or URL); default: the embedded model")
     parser.add_argument(
-        "--lang", default="en", help="the language of the training pipelines' tokenizer (the configs' nlp.lang; default: en)"
+        "--lang", default="en", help="the language of the training pipelines' tokenizer (the configs' nlp.lang)"
     )
     parser.add_argument(
         "--gold-preproc", action="store_true",
@@ -76,12 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--top-layer", type=int, default=None, help="cache layers 0..K only (default: all)")
     parser.add_argument(
         "--dtype", choices=["float16", "float32"], default="float32",
-        help="stored precision: the cache_dtype of the pipelines that will read the cache (default: float32, "
+        help="stored precision: the cache_dtype of the pipelines that will read the cache (default: %(default)s, "
         "as in the shipped configs; float16 halves the space, then train with cache_dtype float16)",
     )
     parser.add_argument(
         "--compute-dtype", choices=["float32", "bfloat16", "auto"], default="float32",
-        help="the biLM's compute precision: the compute_dtype of the pipelines that will read the cache (default: float32)",
+        help="the biLM's compute precision: the compute_dtype of the pipelines that will read the cache",
     )
     parser.add_argument(
         "--report", type=Path, help="also write a JSON summary here (the corpora's sha256, the cache folder, counts): "

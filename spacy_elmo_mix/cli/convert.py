@@ -26,12 +26,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import List, Optional
 
+from . import HelpFormatter, description
+
 
 def main(argv: Optional[List[str]] = None) -> int:
     from ..workflow.convert import FORMATS, SCHEMES, SEPARATORS, TASKS, convert_dataset, convert_file, resolve_dataset
 
     parser = argparse.ArgumentParser(
-        prog="python -m spacy_elmo_mix convert", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m spacy_elmo_mix convert", description=description(__doc__), formatter_class=HelpFormatter
     )
     parser.add_argument("dataset", help="a built-in data set (conll2003, wnut16, conll2000, ud_ewt) or your own's name")
     parser.add_argument("input", type=Path, help="the data set's folder, or one of its files")
@@ -39,12 +41,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--max-sentences", type=int, help="keep the first N sentences of each file (quick runs; 0 = all)")
     parser.add_argument("--limit-train", type=int, help="keep the first N training sentences (the paper: 500 for POS; 0 = all)")
     parser.add_argument("--scheme", choices=SCHEMES, default="auto", help="span tags: auto (detect), iob1, iob2 (BIO, strict) or bilou")
-    parser.add_argument("--encoding", default="utf-8", help="the input's text encoding (default: utf-8; a BOM is dropped)")
+    parser.add_argument("--encoding", default="utf-8", help="the input's text encoding (a BOM is dropped)")
     own = parser.add_argument_group("your own data set (these also override a built-in one's settings)")
     own.add_argument("--datasets-file", type=Path, help="a JSON file of data set descriptions (see spacy_elmo_mix/configs/datasets.json)")
     own.add_argument("--format", choices=FORMATS, help="columns (one token per line) or conllu")
     own.add_argument("--task", choices=TASKS, help="ner (span tags -> entities) or tagger (tag -> token.tag_)")
-    own.add_argument("--token-column", type=int, help="1-based column of the token (default 1)")
+    own.add_argument("--token-column", type=int, help="1-based column of the token (default: 1)")
     own.add_argument("--tag-column", type=int, help="1-based column of the tag (default or 0: the last)")
     own.add_argument("--separator", choices=sorted(SEPARATORS), help="column separator (default: whitespace, i.e. spaces and tabs)")
     for split in ("train", "dev", "test"):

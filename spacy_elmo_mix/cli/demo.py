@@ -10,6 +10,7 @@ with the package (an existing one is never overwritten). The demo needs CoNLL-20
 """
 from __future__ import annotations
 
+import argparse
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from typing import List, Optional
 
 from ..errors import ElmoFileError
 from ..workflow.convert import resolve_dataset, split_files
+from . import HelpFormatter, description
 
 PACKAGED_PROJECT = Path(__file__).resolve().parents[1] / "project.yml"
 DEFAULT_FOLDER = "spacy-elmo-mix-project"
@@ -62,10 +64,28 @@ def _pop_option(argv: List[str], flag: str) -> Optional[str]:
     return None
 
 
+def help_parser() -> argparse.ArgumentParser:
+    """The parser that prints ``demo --help``. :func:`main` reads ``--project-dir`` itself and passes
+    every other argument on to ``spacy project run`` as it is, so this parser never parses."""
+    parser = argparse.ArgumentParser(
+        prog="python -m spacy_elmo_mix demo", usage="%(prog)s [-h] [--project-dir DIR] [--vars.NAME VALUE ...]",
+        description=description(__doc__), formatter_class=HelpFormatter,
+    )
+    parser.add_argument(
+        "--project-dir", metavar="DIR",
+        help=f"the project folder (default: the current folder when it holds a project.yml, else ./{DEFAULT_FOLDER})",
+    )
+    parser.add_argument(
+        "--vars.NAME", metavar="VALUE", dest="vars",
+        help="set the project variable NAME (see the folder's project.yml), e.g. --vars.data_dir DATA_DIR or --vars.workers 2",
+    )
+    return parser
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
+    if "-h" in argv or "--help" in argv:
+        help_parser().print_help()
         return 0
     root = project_dir(_pop_option(argv, "--project-dir"))
     dataset = _var(argv, "demo_dataset", "conll2003")

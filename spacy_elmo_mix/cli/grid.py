@@ -15,22 +15,24 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
+from . import HelpFormatter, description
+
 
 def main(argv: Optional[List[str]] = None) -> int:
     from ..workflow.grid import BACKENDS, run_grid
 
     parser = argparse.ArgumentParser(
-        prog="python -m spacy_elmo_mix grid", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m spacy_elmo_mix grid", description=description(__doc__), formatter_class=HelpFormatter
     )
     parser.add_argument("--datasets", nargs="+", required=True, help="dataset ids")
     parser.add_argument("--schemes", nargs="+", required=True, help="weighting scheme ids")
     parser.add_argument("--seeds", nargs="+", type=int, required=True, help="random seeds")
     parser.add_argument("--command-template", required=True, help="the job's command line, with placeholders")
-    parser.add_argument("--results", type=Path, default=Path("results"), help="the results folder (default: results)")
-    parser.add_argument("--backend", choices=sorted(BACKENDS), default="local", help="local (default) or ray")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="the results folder")
+    parser.add_argument("--backend", choices=sorted(BACKENDS), default="local", help="local or ray")
     parser.add_argument("--address", help="ray: the cluster's address (default: start a local instance)")
     parser.add_argument("--ray-working-dir", help="ray: ship this folder to the cluster as the jobs' working folder")
-    parser.add_argument("--connect-timeout", type=float, default=60.0, help="ray: seconds to wait for the cluster (default 60)")
+    parser.add_argument("--connect-timeout", type=float, default=60.0, help="ray: seconds to wait for the cluster")
     parser.add_argument("--max-workers", type=int, help="parallel jobs (default or 0: the free cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)

@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, NoReturn, Optional
 
+from . import HelpFormatter, description
+
 if TYPE_CHECKING:
     from ..pretrain.distributed import Cluster
 
@@ -46,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ..pretrain.config import TrainConfig
 
     d = TrainConfig()
-    p = _Parser(prog="python -m spacy_elmo_mix pretrain", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog="python -m spacy_elmo_mix pretrain", description=description(__doc__), formatter_class=HelpFormatter)
     p.add_argument("train", nargs="+", help="training text files or glob patterns (quoted), one sentence or paragraph per line; .gz files are decompressed")
     p.add_argument("--heldout", nargs="*", default=[], help="held-out text files (or patterns) for perplexity")
     p.add_argument("--output", required=True, help="output directory (checkpoint, exported model, model card); must be empty unless --resume or --overwrite")
@@ -54,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="train from scratch into a non-empty OUTPUT, replacing its model and checkpoint")
     p.add_argument("--stream", action="store_true", help="read the corpus from disk every epoch instead of holding it in memory (corpora larger than memory; shuffles within pools of 100 batches)")
     p.add_argument("--pretokenized", action="store_true", help="split lines on whitespace instead of spaCy's tokenizer")
-    p.add_argument("--encoding", default="utf-8", help="text encoding of the corpus files (utf-8; a byte-order mark is dropped)")
+    p.add_argument("--encoding", default="utf-8", help="text encoding of the corpus files (a byte-order mark is dropped)")
     p.add_argument("--max-line-chars", type=int, default=20_000, help="skip (and count) longer lines")
     size = p.add_argument_group("model size (or --options)")
     size.add_argument("--options", help="an options.json giving the biLM's size")
@@ -71,27 +73,27 @@ def build_parser() -> argparse.ArgumentParser:
     vocab.add_argument("--vocab", help="a vocab.txt to use (<S>, </S>, <UNK>, then one word per line) instead of building one")
     vocab.add_argument("--min-count", type=int, default=3, help="minimum count of a vocabulary word")
     vocab.add_argument("--max-vocab", type=int, default=40_000, help="maximum vocabulary size (with <S>, </S>, <UNK>)")
-    train = p.add_argument_group("training (defaults from TrainConfig; with --resume only the stop flags, --cooldown and --max-len may be given)")
-    train.add_argument("--max-len", type=int, help=f"tokens per training window: longer lines are cut ({d.max_len}); the biLM fails on longer "
+    train = p.add_argument_group("training (with --resume only the stop flags, --cooldown and --max-len may be given)")
+    train.add_argument("--max-len", type=int, help=f"tokens per training window: longer lines are cut (default: {d.max_len}); the biLM fails on longer "
                        "sequences than it was trained on. With --resume: training goes on from the next epoch with the new windows, "
                        "the held-out windows stay as they were")
-    train.add_argument("--batch-tokens", dest="tokens_per_batch", type=int, help=f"predicted tokens per global batch, all processes together ({d.tokens_per_batch})")
-    train.add_argument("--lr", type=float, help=f"peak Adam learning rate ({d.lr})")
-    train.add_argument("--warmup", dest="warmup_steps", type=int, help=f"warmup steps ({d.warmup_steps})")
+    train.add_argument("--batch-tokens", dest="tokens_per_batch", type=int, help=f"predicted tokens per global batch, all processes together (default: {d.tokens_per_batch})")
+    train.add_argument("--lr", type=float, help=f"peak Adam learning rate (default: {d.lr})")
+    train.add_argument("--warmup", dest="warmup_steps", type=int, help=f"warmup steps (default: {d.warmup_steps})")
     train.add_argument("--cooldown", dest="cooldown_steps", type=int,
-                       help=f"decay the learning rate linearly towards 0 over the last N steps before --max-steps, e.g. to finish a run ({d.cooldown_steps})")
-    train.add_argument("--dropout", type=float, help=f"dropout between layers, 0 <= p < 1 ({d.dropout})")
-    train.add_argument("--clip-norm", type=float, help=f"gradient norm clipping ({d.clip_norm})")
-    train.add_argument("--seed", type=int, help=f"random seed ({d.seed})")
+                       help=f"decay the learning rate linearly towards 0 over the last N steps before --max-steps, e.g. to finish a run (default: {d.cooldown_steps})")
+    train.add_argument("--dropout", type=float, help=f"dropout between layers, 0 <= p < 1 (default: {d.dropout})")
+    train.add_argument("--clip-norm", type=float, help=f"gradient norm clipping (default: {d.clip_norm})")
+    train.add_argument("--seed", type=int, help=f"random seed (default: {d.seed})")
     train.add_argument("--max-steps", type=int, help="stop after this many steps (at least 1)")
     train.add_argument("--max-minutes", type=float, help="stop after this many minutes of training")
-    train.add_argument("--max-epochs", type=int, help=f"stop after this many epochs ({d.max_epochs})")
-    train.add_argument("--eval-every", type=int, help=f"held-out perplexity every N steps, 0: at the end only ({d.eval_every})")
-    train.add_argument("--checkpoint-every", type=int, help=f"checkpoint every N steps, 0: at the end only ({d.checkpoint_every})")
+    train.add_argument("--max-epochs", type=int, help=f"stop after this many epochs (default: {d.max_epochs})")
+    train.add_argument("--eval-every", type=int, help=f"held-out perplexity every N steps, 0: at the end only (default: {d.eval_every})")
+    train.add_argument("--checkpoint-every", type=int, help=f"checkpoint every N steps, 0: at the end only (default: {d.checkpoint_every})")
     out = p.add_argument_group("devices, run and export")
     out.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (under torchrun: cpu or cuda, one device per process); CUDA trains with bfloat16 matrix products")
     out.add_argument("--threads", type=int, default=None, help="torch CPU threads (per process)")
-    out.add_argument("--export-layers", type=int, choices=(1, 2), default=None, help="export only the first N LSTM layers")
+    out.add_argument("--export-layers", type=int, choices=(1, 2), default=None, help="export only the first N LSTM layers (default: all)")
     out.add_argument("--card-notes", help="a Markdown file appended to MODEL_CARD.md")
     out.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p

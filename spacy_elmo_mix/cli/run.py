@@ -5,25 +5,29 @@ import argparse
 import json
 from typing import List, Optional
 
+from . import HelpFormatter, description
+
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spacy_elmo_mix run", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m spacy_elmo_mix run", description=description(__doc__), formatter_class=HelpFormatter
+    )
     parser.add_argument("--dataset", required=True, help="conll2003, wnut16, conll2000, ud_ewt, or your own (with --task)")
     parser.add_argument("--task", choices=["ner", "tagger"], help="the task (needed for a data set that is not built in)")
     parser.add_argument("--scheme", required=True, help="a paper scheme (layer1 layer2 layer3 concat average weighted weighted12) or baseline")
-    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--seed", type=int, required=True, help="the random seed (0..2**32-1)")
     parser.add_argument("--output", required=True, help="the run folder (metrics.json is written there)")
     parser.add_argument("--corpus", default="corpus", help="folder with DATASET/{train,dev,test}.spacy")
     parser.add_argument("--elmo-options", default=None, help="options.json (path or URL); default: embedded model")
     parser.add_argument("--elmo-weights", default=None, help="weights.hdf5 (path or URL); default: embedded model")
-    parser.add_argument("--architecture", default="spacy", choices=["paper", "spacy"], help="paper: the paper's BiLSTM-CRF (configs/crf_*.cfg); spacy: spaCy's CNN with its transition-based NER or softmax tagger (default: %(default)s)")
-    parser.add_argument("--patience-epochs", type=int, default=0, help="train to convergence: score dev once per epoch, stop this many epochs after the best (the paper: 5); 0: a fixed budget of --max-steps (default: %(default)s)")
-    parser.add_argument("--max-epochs", type=int, default=150, help="with --patience-epochs: the most epochs (default: %(default)s)")
-    parser.add_argument("--batch-sentences", type=int, default=32, help="with --patience-epochs: sentences per batch (default: %(default)s, as the paper)")
-    parser.add_argument("--max-steps", type=int, default=1000, help="without --patience-epochs: updates (default: %(default)s)")
-    parser.add_argument("--eval-frequency", type=int, default=200, help="without --patience-epochs: dev scoring interval (default: %(default)s)")
-    parser.add_argument("--tokens", default="given", choices=["given", "retokenized"], help="train and score on the corpus's own tokens (given, spaCy's gold_preproc) or on spaCy's tokenization of its text (default: %(default)s)")
-    parser.add_argument("--gpu-id", type=int, default=-1)
+    parser.add_argument("--architecture", default="spacy", choices=["paper", "spacy"], help="paper: the paper's BiLSTM-CRF (configs/crf_*.cfg); spacy: spaCy's CNN with its transition-based NER or softmax tagger")
+    parser.add_argument("--patience-epochs", type=int, default=0, help="train to convergence: score dev once per epoch, stop this many epochs after the best (the paper: 5); 0: a fixed budget of --max-steps")
+    parser.add_argument("--max-epochs", type=int, default=150, help="with --patience-epochs: the most epochs")
+    parser.add_argument("--batch-sentences", type=int, default=32, help="with --patience-epochs: sentences per batch (default: %(default)s, as in the paper)")
+    parser.add_argument("--max-steps", type=int, default=1000, help="without --patience-epochs: updates")
+    parser.add_argument("--eval-frequency", type=int, default=200, help="without --patience-epochs: dev scoring interval")
+    parser.add_argument("--tokens", default="given", choices=["given", "retokenized"], help="train and score on the corpus's own tokens (given, spaCy's gold_preproc) or on spaCy's tokenization of its text")
+    parser.add_argument("--gpu-id", type=int, default=-1, help="the GPU to train on; -1: the CPU")
     parser.add_argument("--cache-dir", default=None, help="shared ELMo layer cache (filled by the cache command); empty: memory only")
     parser.add_argument("--cache-dtype", default="float16", choices=["float16", "float32"], help="precision of the cache")
     parser.add_argument("--batch-words", type=int, default=0, help="fixed words per training batch (0: the config's schedule)")
