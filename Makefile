@@ -26,6 +26,8 @@ NUMERIC_TESTS := tests/test_bilm_reference.py tests/test_bilm_batching.py tests/
 NARROW_ISA := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2
 
 test: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m pytest -q -p no:cacheprovider tests
 	$(NARROW_ISA) $(PY) -m pytest -q -p no:cacheprovider $(NUMERIC_TESTS)
 

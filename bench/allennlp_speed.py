@@ -15,6 +15,7 @@ message.
 
 Usage: ``python bench/allennlp_speed.py [--threads 1 2] [--batch-sizes 32 128] [--rounds 3] [--output F] [--json F]``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,23 +46,44 @@ def reference_python() -> Optional[Path]:
     python = REFERENCE / "venv" / "bin" / "python"
     if python.exists() and SCRIPT.exists():
         return python
-    print(f"AllenNLP rows skipped: {python if not python.exists() else SCRIPT} is absent "
-          f"(build it with ../shared/tools/allennlp_reference/setup.sh, or set ALLENNLP_REFERENCE)")
+    print(
+        f"AllenNLP rows skipped: {python if not python.exists() else SCRIPT} is absent "
+        f"(build it with ../shared/tools/allennlp_reference/setup.sh, or set ALLENNLP_REFERENCE)"
+    )
     return None
 
 
 def allennlp_tokens_per_s(python: Path, files: Path, sentences: Path, batch_size: int, threads: int) -> float:
     """One AllenNLP speed measurement (warm-up batch, then one timed pass) in its own process."""
-    env = dict(os.environ, PYTHONPATH=str(REFERENCE / "shims"), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    command = [str(python), str(SCRIPT), "speed", "--options", str(files / "options.json"), "--weights", str(files / "weights.hdf5"),
-               "--sentences", str(sentences), "--batch-size", str(batch_size), "--threads", str(threads), "--repeats", "1"]
+    env = dict(
+        os.environ, PYTHONPATH=str(REFERENCE / "shims"), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads)
+    )
+    command = [
+        str(python),
+        str(SCRIPT),
+        "speed",
+        "--options",
+        str(files / "options.json"),
+        "--weights",
+        str(files / "weights.hdf5"),
+        "--sentences",
+        str(sentences),
+        "--batch-size",
+        str(batch_size),
+        "--threads",
+        str(threads),
+        "--repeats",
+        "1",
+    ]
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"AllenNLP speed run failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])["tokens_per_s"]
 
 
-def ours_tokens_per_s(embedder: ElmoEmbedder, sentences: List[List[str]], batch_size: int, concurrent: bool, prepacked: bool) -> float:
+def ours_tokens_per_s(
+    embedder: ElmoEmbedder, sentences: List[List[str]], batch_size: int, concurrent: bool, prepacked: bool
+) -> float:
     """Our end-to-end tokens/s (token lists to numpy arrays), one warm-up batch then one timed pass.
 
     concurrent: a layer's two directions at the same time; prepacked: ``BiLM.set_prepacked`` (on as shipped).
@@ -92,12 +114,20 @@ def bench(threads: Sequence[int], batch_sizes: Sequence[int], rounds: int, batch
                 text = Path(tmp) / f"sentences_{batch_size}.txt"
                 write_text_atomic(text, "\n".join(" ".join(s) for s in sentences) + "\n")
                 matmul, matmul_flops = matmul_job(batch_size)
-                measured: Dict[str, List[float]] = {"allennlp": [], "ours": [], "ours_plain": [], "ours_in_turn": [], "matmul": []}
+                measured: Dict[str, List[float]] = {
+                    "allennlp": [],
+                    "ours": [],
+                    "ours_plain": [],
+                    "ours_in_turn": [],
+                    "matmul": [],
+                }
                 for round_ in range(rounds):
                     print(f"  {n_threads} threads, batch {batch_size}: round {round_ + 1} of {rounds}", flush=True)
                     if python is not None:
                         measured["allennlp"].append(allennlp_tokens_per_s(python, files, text, batch_size, n_threads))
-                    measured["ours"].append(ours_tokens_per_s(embedder, sentences, batch_size, True, mkl_packing_available()))
+                    measured["ours"].append(
+                        ours_tokens_per_s(embedder, sentences, batch_size, True, mkl_packing_available())
+                    )
                     measured["ours_plain"].append(ours_tokens_per_s(embedder, sentences, batch_size, True, False))
                     measured["ours_in_turn"].append(ours_tokens_per_s(embedder, sentences, batch_size, False, False))
                     matmul()
@@ -105,36 +135,64 @@ def bench(threads: Sequence[int], batch_sizes: Sequence[int], rounds: int, batch
                     matmul()
                     measured["matmul"].append(matmul_flops / (time.perf_counter() - start) / 1e9)
                 med = {k: statistics.median(v) if v else None for k, v in measured.items()}
-                flops_per_token = sum(batch_flops(model.options, sentences[i : i + batch_size], 2)
-                                      for i in range(0, len(sentences), batch_size)) / sum(map(len, sentences))
-                row = {"threads": n_threads, "batch_size": batch_size, "sentences": len(sentences), "rounds": rounds,
-                       "allennlp": med["allennlp"], "ours": med["ours"], "ours_plain": med["ours_plain"], "ours_in_turn": med["ours_in_turn"],
-                       "gflops": med["ours"] * flops_per_token / 1e9, "matmul_gflops": med["matmul"], "all": measured}
+                flops_per_token = sum(
+                    batch_flops(model.options, sentences[i : i + batch_size], 2)
+                    for i in range(0, len(sentences), batch_size)
+                ) / sum(map(len, sentences))
+                row = {
+                    "threads": n_threads,
+                    "batch_size": batch_size,
+                    "sentences": len(sentences),
+                    "rounds": rounds,
+                    "allennlp": med["allennlp"],
+                    "ours": med["ours"],
+                    "ours_plain": med["ours_plain"],
+                    "ours_in_turn": med["ours_in_turn"],
+                    "gflops": med["ours"] * flops_per_token / 1e9,
+                    "matmul_gflops": med["matmul"],
+                    "all": measured,
+                }
                 rows.append(row)
-                ratio = f", {row['ours'] / row['allennlp']:.2f}x AllenNLP ({row['allennlp']:.0f})" if row["allennlp"] else ""
-                print(f"  {n_threads} threads, batch {batch_size}: ours {row['ours']:.0f} tokens/s{ratio}; plain weights "
-                      f"{row['ours_plain']:.0f}; directions in turn {row['ours_in_turn']:.0f}", flush=True)
+                ratio = (
+                    f", {row['ours'] / row['allennlp']:.2f}x AllenNLP ({row['allennlp']:.0f})"
+                    if row["allennlp"]
+                    else ""
+                )
+                print(
+                    f"  {n_threads} threads, batch {batch_size}: ours {row['ours']:.0f} tokens/s{ratio}; plain weights "
+                    f"{row['ours_plain']:.0f}; directions in turn {row['ours_in_turn']:.0f}",
+                    flush=True,
+                )
     return rows
 
 
 def markdown(rows: Sequence[Dict], header: str) -> str:
     """The rows as a markdown table."""
-    lines = [header, "", "| threads | batch | AllenNLP tokens/s | ours tokens/s | ours / AllenNLP | plain weights tokens/s | "
-             "plain / AllenNLP | plain, directions in turn tokens/s | ours / in turn | GFLOP/s | matmul GFLOP/s (M=batch) | % of matmul |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        header,
+        "",
+        "| threads | batch | AllenNLP tokens/s | ours tokens/s | ours / AllenNLP | plain weights tokens/s | "
+        "plain / AllenNLP | plain, directions in turn tokens/s | ours / in turn | GFLOP/s | matmul GFLOP/s (M=batch) | % of matmul |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         allen = f"{r['allennlp']:,.0f}" if r["allennlp"] else "skipped"
         ratio = f"**{r['ours'] / r['allennlp']:.2f}x**" if r["allennlp"] else ""
         plain = f"{r['ours_plain'] / r['allennlp']:.2f}x" if r["allennlp"] else ""
-        lines.append(f"| {r['threads']} | {r['batch_size']} | {allen} | {r['ours']:,.0f} | {ratio} | {r['ours_plain']:,.0f} | {plain} | {r['ours_in_turn']:,.0f} | "
-                     f"{r['ours'] / r['ours_in_turn']:.2f}x | {r['gflops']:.1f} | {r['matmul_gflops']:.1f} | {100 * r['gflops'] / r['matmul_gflops']:.0f}% |")
+        lines.append(
+            f"| {r['threads']} | {r['batch_size']} | {allen} | {r['ours']:,.0f} | {ratio} | {r['ours_plain']:,.0f} | {plain} | {r['ours_in_turn']:,.0f} | "
+            f"{r['ours'] / r['ours_in_turn']:.2f}x | {r['gflops']:.1f} | {r['matmul_gflops']:.1f} | {100 * r['gflops'] / r['matmul_gflops']:.0f}% |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def cpu_flags() -> str:
     """The CPU's AVX2/AVX-512/AMX flags, as in the issue's ``grep -o -wE`` command."""
     flags = set(Path("/proc/cpuinfo").read_text().split()) if Path("/proc/cpuinfo").exists() else set()
-    return " ".join(sorted(f for f in flags if f == "avx2" or f.startswith(("avx512", "amx")))) or "none of avx2/avx512/amx"
+    return (
+        " ".join(sorted(f for f in flags if f == "avx2" or f.startswith(("avx512", "amx"))))
+        or "none of avx2/avx512/amx"
+    )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -149,10 +207,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     load_before = os.getloadavg()[0]
     print(f"torch {torch.__version__}, {cpu_name()} ({cpu_flags()}), {os.cpu_count()} CPUs", flush=True)
     rows = bench(args.threads, args.batch_sizes, args.rounds, args.batches)
-    header = (f"Full-size random biLM (published 'original' architecture), exact float32, end to end (token lists to numpy), "
-              f"20-30-token held-out sentences, {args.batches} batches per pass, medians of {args.rounds} interleaved rounds; "
-              f"torch {torch.__version__}, {cpu_name()} ({cpu_flags()}), {os.cpu_count()} CPUs, 1-minute load average "
-              f"{load_before:.1f} before and {os.getloadavg()[0]:.1f} after.")
+    header = (
+        f"Full-size random biLM (published 'original' architecture), exact float32, end to end (token lists to numpy), "
+        f"20-30-token held-out sentences, {args.batches} batches per pass, medians of {args.rounds} interleaved rounds; "
+        f"torch {torch.__version__}, {cpu_name()} ({cpu_flags()}), {os.cpu_count()} CPUs, 1-minute load average "
+        f"{load_before:.1f} before and {os.getloadavg()[0]:.1f} after."
+    )
     text = markdown(rows, header)
     print(text)
     if args.output:

@@ -8,6 +8,7 @@ turn, medians of ``--reps`` after a warm-up pass. Exact float32 with torch's cur
 
 Usage: ``python bench/bucketing_speed.py [--model full|embedded] [--sentences 128] [--batch-sizes 8 32] [--threads 2]``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,11 @@ def mean_active_rows(lengths: List[int], batch_size: int, sort_batches: int) -> 
     window = batch_size * sort_batches
     for w in range(0, len(lengths), window):
         part = lengths[w : w + window]
-        batches = length_batches(part, batch_size) if sort_batches > 1 else [list(range(i, min(i + batch_size, len(part)))) for i in range(0, len(part), batch_size)]
+        batches = (
+            length_batches(part, batch_size)
+            if sort_batches > 1
+            else [list(range(i, min(i + batch_size, len(part)))) for i in range(0, len(part), batch_size)]
+        )
         for batch in batches:
             rows += sum(part[i] + 2 for i in batch)
             steps += max(part[i] + 2 for i in batch)
@@ -54,10 +59,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     name = next(n for n in MODELS if n.startswith(args.model))
     sentences = load_sentences(args.sentences)
     n_tokens = sum(map(len, sentences))
-    lines = [f"`embed_sentences` on {len(sentences)} held-out sentences ({n_tokens} tokens, 5-60 each), {name}, exact float32, "
-             f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu_name()}, load average {os.getloadavg()[0]:.1f} before; "
-             f"medians of {args.reps} passes timed in turn.", "",
-             "| batch | sort_batches=1 tokens/s | sort_batches=8 tokens/s | speed-up | mean active rows per step, 1 / 8 |", "|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"`embed_sentences` on {len(sentences)} held-out sentences ({n_tokens} tokens, 5-60 each), {name}, exact float32, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu_name()}, load average {os.getloadavg()[0]:.1f} before; "
+        f"medians of {args.reps} passes timed in turn.",
+        "",
+        "| batch | sort_batches=1 tokens/s | sort_batches=8 tokens/s | speed-up | mean active rows per step, 1 / 8 |",
+        "|---:|---:|---:|---:|---:|",
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         files = save_bilm(build_model(MODELS[name], torch.float32), Path(tmp))
         embedder = ElmoEmbedder(files / "options.json", files / "weights.hdf5")
@@ -72,7 +81,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                         times[sort].append(time.perf_counter() - start)
             rate = {k: n_tokens / statistics.median(v) for k, v in times.items()}
             active = [mean_active_rows([len(s) for s in sentences], batch_size, k) for k in (1, 8)]
-            lines.append(f"| {batch_size} | {rate[1]:,.0f} | {rate[8]:,.0f} | {rate[8] / rate[1]:.2f}x | {active[0]:.1f} / {active[1]:.1f} |")
+            lines.append(
+                f"| {batch_size} | {rate[1]:,.0f} | {rate[8]:,.0f} | {rate[8] / rate[1]:.2f}x | {active[0]:.1f} / {active[1]:.1f} |"
+            )
             print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     print(text)

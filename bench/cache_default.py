@@ -7,6 +7,7 @@ Runs the ``elmo`` component (embedded default model) in a fresh process per conf
 times, with ``cache_memory_mb`` 0 and ``--model-mb``. What decides the component's inference default
 (see README, "The layer cache").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,19 +32,23 @@ def run_one(n_unique: int, repeats: int, cache_mb: float) -> dict:
     from spacy_elmo_mix.layers.bilm_model import layer_cache
 
     torch.set_num_threads(1)
-    lines = [l.strip() for l in CORPUS.open(encoding="utf-8") if l.strip()][:n_unique]
+    lines = [line.strip() for line in CORPUS.open(encoding="utf-8") if line.strip()][:n_unique]
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"model": {"cache_memory_mb": cache_mb}})
     nlp.initialize()
     list(nlp.pipe(lines[:8]))
     start = time.perf_counter()
     for _ in range(repeats):
-        for doc in nlp.pipe(lines, batch_size=64):
+        for _doc in nlp.pipe(lines, batch_size=64):
             pass
     seconds = time.perf_counter() - start
     cache = layer_cache(nlp.get_pipe("elmo").model)
     hit_rate = cache.stats.hit_rate if cache is not None else 0.0
-    return {"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "hit_rate": hit_rate, "seconds": seconds}
+    return {
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "hit_rate": hit_rate,
+        "seconds": seconds,
+    }
 
 
 def main() -> None:
@@ -57,11 +62,21 @@ def main() -> None:
         print(json.dumps(run_one(*json.loads(args.one))))
         return
     print("| workload | cache_memory_mb | peak RSS MiB | hit rate | seconds |\n|---|---|---|---|---|")
-    for label, unique, repeats in ((f"{args.n} unique", args.n, 1), (f"{args.n // args.repeats} unique x {args.repeats}", args.n // args.repeats, args.repeats)):
+    for label, unique, repeats in (
+        (f"{args.n} unique", args.n, 1),
+        (f"{args.n // args.repeats} unique x {args.repeats}", args.n // args.repeats, args.repeats),
+    ):
         for mb in (0, args.model_mb):
-            out = subprocess.run([sys.executable, __file__, "--one", json.dumps([unique, repeats, mb])], capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", json.dumps([unique, repeats, mb])],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             r = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"| {label} | {mb:g} | {r['peak_rss_mib']:.0f} | {r['hit_rate']:.2f} | {r['seconds']:.1f} |", flush=True)
+            print(
+                f"| {label} | {mb:g} | {r['peak_rss_mib']:.0f} | {r['hit_rate']:.2f} | {r['seconds']:.1f} |", flush=True
+            )
 
 
 if __name__ == "__main__":

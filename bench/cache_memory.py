@@ -17,6 +17,7 @@ Baseline is the RSS after the model is loaded and has embedded one batch; anonym
 RSS are sampled after every batch (file-backed pages of the memory-mapped shards are clean page cache
 the kernel can drop). Prints a markdown table (and writes it to --output).
 """
+
 from __future__ import annotations
 
 import argparse

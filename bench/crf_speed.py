@@ -33,6 +33,7 @@ times ours only and exits 0 (writing the result files only where ``--output``/``
 Usage: ``python bench/crf_speed.py [--repeats 30] [--rounds 3] [--threads 1] [--output F] [--json F]``
 (default outputs ``bench/results/crf_speed.md`` and ``.json``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -105,7 +106,9 @@ def conll_lengths(n: int) -> tuple:
         if len(lengths) == n:
             return lengths, f"the first {n} sentences of CoNLL-2003 train.txt"
     rng = np.random.default_rng(SEED)
-    return np.clip(np.rint(rng.gamma(2.0, 7.0, n)), 1, 40).astype(int).tolist(), f"{n} seeded gamma(2, 7) lengths in 1..40"
+    return np.clip(np.rint(rng.gamma(2.0, 7.0, n)), 1, 40).astype(
+        int
+    ).tolist(), f"{n} seeded gamma(2, 7) lengths in 1..40"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,8 +129,11 @@ def allennlp_worker(inputs: Path, threads: int) -> None:
     for name, case in data["cases"].items():
         tags = case["tag_names"]
         torch.manual_seed(SEED)
-        crf = ConditionalRandomField(len(tags), constraints=allowed_transitions(case["allennlp_scheme"], dict(enumerate(tags))),
-                                     include_start_end_transitions=True)
+        crf = ConditionalRandomField(
+            len(tags),
+            constraints=allowed_transitions(case["allennlp_scheme"], dict(enumerate(tags))),
+            include_start_end_transitions=True,
+        )
         logits, gold, mask = data["emissions"][name], case["gold"], data["mask"]
         with torch.no_grad():
             loglik = float(crf(logits, gold, mask))
@@ -136,9 +142,13 @@ def allennlp_worker(inputs: Path, threads: int) -> None:
         params = [crf.transitions, crf.start_transitions, crf.end_transitions]
         grads = torch.autograd.grad(crf(leaf, gold, mask), [leaf, *params])
         info["cases"][name] = {
-            "loglik": loglik, "paths": [p for p, _ in decoded], "scores": [s for _, s in decoded],
-            "transitions": crf.transitions.detach().tolist(), "start": crf.start_transitions.detach().tolist(),
-            "end": crf.end_transitions.detach().tolist(), "constraint_mask": crf._constraint_mask.detach().bool().tolist(),
+            "loglik": loglik,
+            "paths": [p for p, _ in decoded],
+            "scores": [s for _, s in decoded],
+            "transitions": crf.transitions.detach().tolist(),
+            "start": crf.start_transitions.detach().tolist(),
+            "end": crf.end_transitions.detach().tolist(),
+            "constraint_mask": crf._constraint_mask.detach().bool().tolist(),
             "grad_emissions": grads[0].tolist(),
         }
 
@@ -167,11 +177,22 @@ class AllenNLP:
     def __init__(self, python: Path, inputs: Path, threads: int) -> None:
         from allennlp_speed import REFERENCE
 
-        env = dict(os.environ, PYTHONPATH=str(REFERENCE / "shims"), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-        command = [str(python), str(Path(__file__).resolve()), "--allennlp-worker", str(inputs), "--threads", str(threads)]
+        env = dict(
+            os.environ, PYTHONPATH=str(REFERENCE / "shims"), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads)
+        )
+        command = [
+            str(python),
+            str(Path(__file__).resolve()),
+            "--allennlp-worker",
+            str(inputs),
+            "--threads",
+            str(threads),
+        ]
         # stderr to a file, not a pipe: a pipe nobody reads can fill with warnings and stall the worker.
         self.errors = tempfile.TemporaryFile(mode="w+")
-        self.process = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, text=True)
+        self.process = subprocess.Popen(
+            command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, text=True
+        )
         self.info = self._answer()
 
     def _answer(self):
@@ -244,9 +265,15 @@ def our_crfs(case: Dict, params: Optional[Dict]):
     allowed = tuple(torch.from_numpy(a) for a in allowed_transitions(tags, case["scheme"]))
     crfs = LinearChainCRF(len(tags), allowed), LinearChainCRF(len(tags), None)
     gen = torch.Generator().manual_seed(SEED)
-    values = ({k: torch.tensor(params[k]) for k in ("transitions", "start", "end")} if params else
-              {"transitions": torch.randn(len(tags), len(tags), generator=gen) * (1 / len(tags)) ** 0.5,
-               "start": torch.randn(len(tags), generator=gen), "end": torch.randn(len(tags), generator=gen)})
+    values = (
+        {k: torch.tensor(params[k]) for k in ("transitions", "start", "end")}
+        if params
+        else {
+            "transitions": torch.randn(len(tags), len(tags), generator=gen) * (1 / len(tags)) ** 0.5,
+            "start": torch.randn(len(tags), generator=gen),
+            "end": torch.randn(len(tags), generator=gen),
+        }
+    )
     for crf in crfs:
         with torch.no_grad():
             for k, v in values.items():
@@ -285,7 +312,12 @@ def our_jobs(data: Dict, name: str, crf) -> Dict[str, Callable[[], object]]:
             paths, scores = crf.decode(emissions, lengths)
             return paths.tolist(), scores.tolist()
 
-    return {"loglik": loglik_forward, "loglik_backward": loglik_backward, "viterbi": viterbi, "viterbi_lists": viterbi_lists}
+    return {
+        "loglik": loglik_forward,
+        "loglik_backward": loglik_backward,
+        "viterbi": viterbi,
+        "viterbi_lists": viterbi_lists,
+    }
 
 
 def compare(data: Dict, name: str, crfs, allen: Dict) -> Dict:
@@ -301,11 +333,16 @@ def compare(data: Dict, name: str, crfs, allen: Dict) -> Dict:
         assert paths[b, :n].tolist() == allen["paths"][b], f"{name}: sentence {b} decodes differently from AllenNLP"
     leaf = emissions.clone().requires_grad_(True)
     grad = torch.autograd.grad(-free.nll(leaf, gold, lengths).sum(), leaf)[0]
-    return {"paths_identical": True, "sentences": len(allen["paths"]),
-            "viterbi_score_max_abs_diff": float((scores - torch.tensor(allen["scores"])).abs().max()),
-            "loglik_allennlp": allen["loglik"], "loglik_ours_unconstrained": ours_free, "loglik_ours_constrained": ours_constrained,
-            "loglik_abs_diff": abs(ours_free - allen["loglik"]),
-            "grad_emissions_max_abs_diff": float((grad - torch.tensor(allen["grad_emissions"])).abs().max())}
+    return {
+        "paths_identical": True,
+        "sentences": len(allen["paths"]),
+        "viterbi_score_max_abs_diff": float((scores - torch.tensor(allen["scores"])).abs().max()),
+        "loglik_allennlp": allen["loglik"],
+        "loglik_ours_unconstrained": ours_free,
+        "loglik_ours_constrained": ours_constrained,
+        "loglik_abs_diff": abs(ours_free - allen["loglik"]),
+        "grad_emissions_max_abs_diff": float((grad - torch.tensor(allen["grad_emissions"])).abs().max()),
+    }
 
 
 def median(values: List[float]) -> float:
@@ -355,23 +392,38 @@ def markdown(result: Dict) -> str:
             ratio = a / ours if a else None
             target = TARGETS[op]
             met = "" if ratio is None or target is None else ("yes" if ratio >= target else "**no**")
-            lines.append(f"| {n_tags} ({scheme}) | {label} | {f'{a:.3f}' if a else 'skipped'} | {ours:.3f} | "
-                         f"{f'**{ratio:.2f}x**' if ratio else ''} | {f'>= {target:g}x' if target else ''} | {met} |")
-    lines += ["", "Ours with the paths converted to Python lists (as AllenNLP's `viterbi_tags` returns them): " +
-              ", ".join(f"{len(r['timings'][n]['tag_names'])} tags {r['timings'][n]['ours']['viterbi_lists']:.3f} ms" for n, _, _ in SCHEMES) + "."]
+            lines.append(
+                f"| {n_tags} ({scheme}) | {label} | {f'{a:.3f}' if a else 'skipped'} | {ours:.3f} | "
+                f"{f'**{ratio:.2f}x**' if ratio else ''} | {f'>= {target:g}x' if target else ''} | {met} |"
+            )
+    lines += [
+        "",
+        "Ours with the paths converted to Python lists (as AllenNLP's `viterbi_tags` returns them): "
+        + ", ".join(
+            f"{len(r['timings'][n]['tag_names'])} tags {r['timings'][n]['ours']['viterbi_lists']:.3f} ms"
+            for n, _, _ in SCHEMES
+        )
+        + ".",
+    ]
     if allen:
-        lines += ["", "Checks (asserted: every decoded path identical to AllenNLP's). AllenNLP applies its constraints "
-                  "only in `viterbi_tags`; its likelihood ignores them, ours applies them in the likelihood too, so the "
-                  "log-likelihood values and gradients are compared with our constraints switched off (`allowed=None`); "
-                  "our constrained value is larger (the forbidden sequences leave the partition function).", "",
-                  "| tags | paths identical | max abs diff Viterbi score | log-lik. AllenNLP | ours, no constraints | abs diff | "
-                  "max abs diff d/d emissions | ours, constrained |",
-                  "|---|:---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "Checks (asserted: every decoded path identical to AllenNLP's). AllenNLP applies its constraints "
+            "only in `viterbi_tags`; its likelihood ignores them, ours applies them in the likelihood too, so the "
+            "log-likelihood values and gradients are compared with our constraints switched off (`allowed=None`); "
+            "our constrained value is larger (the forbidden sequences leave the partition function).",
+            "",
+            "| tags | paths identical | max abs diff Viterbi score | log-lik. AllenNLP | ours, no constraints | abs diff | "
+            "max abs diff d/d emissions | ours, constrained |",
+            "|---|:---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for name, scheme, _ in SCHEMES:
             c = r["checks"][name]
-            lines.append(f"| {len(c['tag_names'])} ({scheme}) | {c['sentences']}/{c['sentences']} | {c['viterbi_score_max_abs_diff']:.1e} | "
-                         f"{c['loglik_allennlp']:.4f} | {c['loglik_ours_unconstrained']:.4f} | {c['loglik_abs_diff']:.1e} | "
-                         f"{c['grad_emissions_max_abs_diff']:.1e} | {c['loglik_ours_constrained']:.4f} |")
+            lines.append(
+                f"| {len(c['tag_names'])} ({scheme}) | {c['sentences']}/{c['sentences']} | {c['viterbi_score_max_abs_diff']:.1e} | "
+                f"{c['loglik_allennlp']:.4f} | {c['loglik_ours_unconstrained']:.4f} | {c['loglik_abs_diff']:.1e} | "
+                f"{c['grad_emissions_max_abs_diff']:.1e} | {c['loglik_ours_constrained']:.4f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -379,10 +431,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=10, help="timed calls per operation, side and round")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls before each timed series")
-    parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds; figures are medians over all their calls")
+    parser.add_argument(
+        "--rounds", type=int, default=10, help="interleaved rounds; figures are medians over all their calls"
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch threads on each side")
-    parser.add_argument("--output", type=Path, help="the markdown table (default bench/results/crf_speed.md when AllenNLP is present)")
-    parser.add_argument("--json", type=Path, help="the results as JSON (default bench/results/crf_speed.json when AllenNLP is present)")
+    parser.add_argument(
+        "--output", type=Path, help="the markdown table (default bench/results/crf_speed.md when AllenNLP is present)"
+    )
+    parser.add_argument(
+        "--json", type=Path, help="the results as JSON (default bench/results/crf_speed.json when AllenNLP is present)"
+    )
     parser.add_argument("--allennlp-worker", type=Path, metavar="INPUTS", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.allennlp_worker:
@@ -399,19 +457,28 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     data = make_inputs(lengths)
     python = reference_python()
     if python is None:
-        print("AllenNLP reference environment absent ($ALLENNLP_REFERENCE or ~/allennlp-reference; build it with "
-              "../shared/tools/allennlp_reference/setup.sh): timing ours only")
-    print(f"torch {torch.__version__}, {cpu_vendor()} {cpu_name()} ({cpu_flags()}), {args.threads} thread(s); "
-          f"{BATCH} sentences, {lengths_from}, mean length {np.mean(lengths):.1f}, max {max(lengths)}", flush=True)
+        print(
+            "AllenNLP reference environment absent ($ALLENNLP_REFERENCE or ~/allennlp-reference; build it with "
+            "../shared/tools/allennlp_reference/setup.sh): timing ours only"
+        )
+    print(
+        f"torch {torch.__version__}, {cpu_vendor()} {cpu_name()} ({cpu_flags()}), {args.threads} thread(s); "
+        f"{BATCH} sentences, {lengths_from}, mean length {np.mean(lengths):.1f}, max {max(lengths)}",
+        flush=True,
+    )
     ratios: Dict[str, Dict[str, List[float]]] = {name: {} for name, _, _ in SCHEMES}  # AllenNLP / ours, per round
     times: Dict[str, Dict[str, Dict[str, List[List[float]]]]] = {
-        name: {"ours": {}, "allennlp": {}} for name, _, _ in SCHEMES}  # per round: a list of ms
+        name: {"ours": {}, "allennlp": {}} for name, _, _ in SCHEMES
+    }  # per round: a list of ms
     with tempfile.TemporaryDirectory() as tmp:
         inputs = Path(tmp) / "inputs.pt"
         torch.save(data, inputs)
         allen = AllenNLP(python, inputs, args.threads) if python is not None else None
         try:
-            crfs = {name: our_crfs(data["cases"][name], allen.info["cases"][name] if allen else None) for name, _, _ in SCHEMES}
+            crfs = {
+                name: our_crfs(data["cases"][name], allen.info["cases"][name] if allen else None)
+                for name, _, _ in SCHEMES
+            }
             jobs = {name: our_jobs(data, name, crfs[name][0][0]) for name, _, _ in SCHEMES}
             for round_ in range(args.rounds):
                 print(f"round {round_ + 1} of {args.rounds}", flush=True)
@@ -436,23 +503,46 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             if allen is not None:
                 allen.close()
     timings, checks = {}, {}
-    for name, scheme, _ in SCHEMES:
+    for name, _scheme, _ in SCHEMES:
         case = data["cases"][name]
         timings[name] = {"n_tags": len(case["tag_names"]), "tag_names": case["tag_names"]}
         for side in ("ours", "allennlp"):
-            timings[name][side] = {op: median([t for round_ in rounds for t in round_]) for op, rounds in times[name][side].items()}
-            timings[name][f"{side}_round_medians"] = {op: [median(r) for r in rounds] for op, rounds in times[name][side].items()}
+            timings[name][side] = {
+                op: median([t for round_ in rounds for t in round_]) for op, rounds in times[name][side].items()
+            }
+            timings[name][f"{side}_round_medians"] = {
+                op: [median(r) for r in rounds] for op, rounds in times[name][side].items()
+            }
         timings[name]["median_round_ratio"] = {op: median(r) for op, r in ratios[name].items()}
         if allen is not None:
             (constrained, free), allowed = crfs[name]
             reference = allen.info["cases"][name]
             check_constraints(allowed, reference["constraint_mask"], len(case["tag_names"]))
-            checks[name] = {"tag_names": case["tag_names"], "constraints_identical": True, **compare(data, name, (constrained, free), reference)}
-    result = {"lengths": lengths, "lengths_from": lengths_from, "repeats": args.repeats,
-              "warmup": args.warmup, "rounds": args.rounds, "threads": torch.get_num_threads(), "torch": torch.__version__,
-              "allennlp_torch": allen.info["torch"] if allen else None, "allennlp_threads": allen.info["threads"] if allen else None,
-              "cpu_vendor": cpu_vendor(), "cpu": cpu_name(), "cpu_flags": cpu_flags(), "cpus": os.cpu_count(),
-              "load_before": load_before, "load_after": os.getloadavg()[0], "targets": TARGETS, "timings": timings, "checks": checks}
+            checks[name] = {
+                "tag_names": case["tag_names"],
+                "constraints_identical": True,
+                **compare(data, name, (constrained, free), reference),
+            }
+    result = {
+        "lengths": lengths,
+        "lengths_from": lengths_from,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "rounds": args.rounds,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "allennlp_torch": allen.info["torch"] if allen else None,
+        "allennlp_threads": allen.info["threads"] if allen else None,
+        "cpu_vendor": cpu_vendor(),
+        "cpu": cpu_name(),
+        "cpu_flags": cpu_flags(),
+        "cpus": os.cpu_count(),
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+        "targets": TARGETS,
+        "timings": timings,
+        "checks": checks,
+    }
     text = markdown(result)
     print(text)
     output, json_out = args.output, args.json
@@ -463,6 +553,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         write_text_atomic(output, text)
     if json_out:
         write_text_atomic(json_out, json.dumps(result, indent=1))
+
 
 if __name__ == "__main__":
     main()

@@ -14,6 +14,7 @@ Memory: the peak resident set (``wait4`` of the child) of a 3-step run on the fi
 corpus and on four files (4x), with and without ``--stream``. The runs are side by side in one
 invocation, so the ratios are comparable on a shared machine; absolute figures are not.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,19 +27,43 @@ from pathlib import Path
 from typing import List
 
 from bilm_speed import cpu_name  # bench/ is this script's folder
-
 from spacy_elmo_mix.atomic import write_text_atomic
 
-MODEL = ["--lstm-dim", "256", "--projection-dim", "64", "--filters", "1:32,2:32,3:64,4:128", "--char-dim", "16",
-         "--max-len", "20", "--dropout", "0", "--eval-every", "0", "--checkpoint-every", "0", "--no-progress", "--threads", "1",
-         "--pretokenized", "--min-count", "2", "--max-vocab", "20000"]
+MODEL = [
+    "--lstm-dim",
+    "256",
+    "--projection-dim",
+    "64",
+    "--filters",
+    "1:32,2:32,3:64,4:128",
+    "--char-dim",
+    "16",
+    "--max-len",
+    "20",
+    "--dropout",
+    "0",
+    "--eval-every",
+    "0",
+    "--checkpoint-every",
+    "0",
+    "--no-progress",
+    "--threads",
+    "1",
+    "--pretokenized",
+    "--min-count",
+    "2",
+    "--max-vocab",
+    "20000",
+]
 RATE = re.compile(r"([0-9]+) predicted tokens/s")
 
 
 def cpu_flags() -> str:
     """The SIMD flags that matter for these figures (AVX-512, bf16, AMX) from ``/proc/cpuinfo``."""
     try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")).split()
+        flags = next(
+            line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")
+        ).split()
     except (OSError, StopIteration):
         return "unknown"
     wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
@@ -55,14 +80,28 @@ def run(command: List[str]) -> str:
 
 def pretrain(files: List[str], output: Path, args: List[str], processes: int = 1) -> List[str]:
     """The ``pretrain`` command line on ``files`` (under torchrun for several processes)."""
-    launcher = [sys.executable, "-m", "spacy_elmo_mix"] if processes == 1 else [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), "-m", "spacy_elmo_mix"]
+    launcher = (
+        [sys.executable, "-m", "spacy_elmo_mix"]
+        if processes == 1
+        else [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(processes),
+            "-m",
+            "spacy_elmo_mix",
+        ]
+    )
     return launcher + ["pretrain", *files, "--output", str(output), *args]
 
 
 def peak_rss(files: List[str], output: Path, stream: bool) -> int:
     """Peak RSS (MiB) of a 3-step run, measured by ``wait4`` on exactly this child."""
-    command = pretrain(files, output, MODEL + ["--max-steps", "3", "--batch-tokens", "2000"] + (["--stream"] if stream else []))
+    command = pretrain(
+        files, output, MODEL + ["--max-steps", "3", "--batch-tokens", "2000"] + (["--stream"] if stream else [])
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(child.pid, 0)
@@ -73,7 +112,11 @@ def peak_rss(files: List[str], output: Path, stream: bool) -> int:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--corpus-dir", default="../shared/data/raw_text", help="folder of train-*.txt files (whitespace-tokenized text)")
+    p.add_argument(
+        "--corpus-dir",
+        default="../shared/data/raw_text",
+        help="folder of train-*.txt files (whitespace-tokenized text)",
+    )
     p.add_argument("--steps", type=int, default=40, help="training steps per throughput run")
     p.add_argument("--batch-tokens", type=int, default=4000, help="global batch (predicted tokens)")
     p.add_argument("--processes", type=int, default=2, help="processes of the data-parallel run")
@@ -99,10 +142,13 @@ def main() -> None:
         f"# Pretraining scaling\n\nCPU: {cpu_name()} ({os.cpu_count()} cores visible; flags: {cpu_flags()}); one thread per process, "
         f"gloo. Model: `{' '.join(MODEL[:10])}`; global batch {args.batch_tokens} predicted tokens; {args.steps} steps on "
         f"{Path(files[0]).name}. No GPU was lent to the session that produced this table.\n",
-        "| processes | predicted tokens/s | speed-up | efficiency |", "|---|---|---|---|",
+        "| processes | predicted tokens/s | speed-up | efficiency |",
+        "|---|---|---|---|",
         f"| 1 | {rates[1]:.0f} | 1.00 | 100% |",
         f"| {args.processes} | {rates[args.processes]:.0f} | {rates[args.processes] / rates[1]:.2f} | {100 * efficiency:.0f}% |",
-        "", "| reader | peak RSS 1x (MiB) | peak RSS 4x (MiB) | 4x / 1x |", "|---|---|---|---|",
+        "",
+        "| reader | peak RSS 1x (MiB) | peak RSS 4x (MiB) | 4x / 1x |",
+        "|---|---|---|---|",
     ]
     for stream in (False, True):
         a, b = memory[stream, "1x"], memory[stream, "4x"]

@@ -8,6 +8,7 @@ the repository root after the project's ``convert`` and ``cache`` steps::
 
     python bench/protocol_cost.py --datasets ud_ewt wnut16 conll2000 conll2003 --output bench/results/protocol_cost.md
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,10 @@ def epoch_seconds(dataset: str, corpus: Path, cache_dir: str, batch_sentences: i
     """Seconds of one training epoch and one dev evaluation (after a first, warming evaluation)."""
     task = task_for(dataset, architecture="paper")
     overrides = {
-        "paths.train": str(corpus / dataset / "train.spacy"), "paths.dev": str(corpus / dataset / "dev.spacy"),
-        "initialize.components.elmo.cache_dir": cache_dir, "initialize.components.elmo.cache_dtype": "float16",
+        "paths.train": str(corpus / dataset / "train.spacy"),
+        "paths.dev": str(corpus / dataset / "dev.spacy"),
+        "initialize.components.elmo.cache_dir": cache_dir,
+        "initialize.components.elmo.cache_dtype": "float16",
     }
     nlp = spacy.util.load_model_from_config(load_config(CONFIG_DIR / task.config, overrides=overrides), auto_fill=True)
     train = list(Corpus(corpus / dataset / "train.spacy", gold_preproc=True)(nlp))
@@ -45,7 +48,12 @@ def epoch_seconds(dataset: str, corpus: Path, cache_dir: str, batch_sentences: i
         nlp.update(batch, sgd=optimizer)
     trained = time.perf_counter()
     nlp.evaluate(dev)
-    return {"train": trained - started, "dev": time.perf_counter() - trained, "sentences": len(train), "dev_sentences": len(dev)}
+    return {
+        "train": trained - started,
+        "dev": time.perf_counter() - trained,
+        "sentences": len(train),
+        "dev_sentences": len(dev),
+    }
 
 
 def finished_epochs(results: Path, dataset: str) -> List[int]:
@@ -86,7 +94,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--corpus", type=Path, default=Path("corpus"))
     parser.add_argument("--cache-dir", default="cache")
     parser.add_argument("--results", type=Path, default=Path("results"), help="finished runs to take the epochs from")
-    parser.add_argument("--assume-epochs", type=int, default=40, help="epochs per run for a data set without finished runs")
+    parser.add_argument(
+        "--assume-epochs", type=int, default=40, help="epochs per run for a data set without finished runs"
+    )
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--schemes", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)

@@ -16,6 +16,7 @@ as the published weights. All settings run side by side in one invocation; the t
 
 Usage: ``python bench/train_speed.py [--sentences 2000] [--epochs 3] [--model M | --options O --weights W] [--output F] [--json F]``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -95,8 +96,8 @@ def count_words(path: Path) -> int:
 def random_published_model(name: str, out: Path):
     """``options.json`` and ``weights.hdf5`` of a random biLM in the published architecture ``name``."""
     import torch
-    from bilm_speed import model_options  # bench/ is this script's folder
 
+    from bilm_speed import model_options  # bench/ is this script's folder
     from spacy_elmo_mix.bilm import BiLM
     from spacy_elmo_mix.bilm.loading import save_bilm
 
@@ -117,35 +118,44 @@ def run_setting(name: str, setting: dict, paths: Dict[str, Path], epochs: int, f
         "training.logger": {"@loggers": "spacy.ConsoleLogger.v1", "progress_bar": False},
     }
     if setting:
-        overrides.update({
-            "paths.elmo_options": files[0],
-            "paths.elmo_weights": files[1],
-            "components.ner.model.tok2vec.elmo.mixer.name": setting["scheme"],
-            "initialize.components.elmo.cache_memory_mb": setting["cache_memory_mb"],
-        })
+        overrides.update(
+            {
+                "paths.elmo_options": files[0],
+                "paths.elmo_weights": files[1],
+                "components.ner.model.tok2vec.elmo.mixer.name": setting["scheme"],
+                "initialize.components.elmo.cache_memory_mb": setting["cache_memory_mb"],
+            }
+        )
     config = REPO / "configs" / ("ner.cfg" if setting else "ner_baseline.cfg")
     out = workdir / name.replace(" ", "_").replace(",", "").replace("(", "").replace(")", "")
     result = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(overrides), str(config), str(out)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
-    lines = [l for l in result.stdout.splitlines() if l.startswith("EPOCHS ")]
+    lines = [line for line in result.stdout.splitlines() if line.startswith("EPOCHS ")]
     if result.returncode != 0 or not lines:
         raise RuntimeError(f"{name} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
-    return json.loads(lines[0][len("EPOCHS "):])[:epochs]
+    return json.loads(lines[0][len("EPOCHS ") :])[:epochs]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sentences", type=int, default=2000, help="training sentences (CoNLL-2003 slice)")
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--model", choices=["embedded", *PUBLISHED], default="embedded",
-                        help="the biLM: the embedded default, or random weights in a published architecture")
+    parser.add_argument(
+        "--model",
+        choices=["embedded", *PUBLISHED],
+        default="embedded",
+        help="the biLM: the embedded default, or random weights in a published architecture",
+    )
     parser.add_argument("--options", default=None, help="biLM options.json (instead of --model)")
     parser.add_argument("--weights", default=None)
     parser.add_argument("--output", default=None, help="also write the markdown table here")
     parser.add_argument("--json", default=None, help="also write the epoch times (seconds) as JSON here")
-    parser.add_argument("--from-json", default=None, help="only print (and --output) the table of an earlier run's --json file")
+    parser.add_argument(
+        "--from-json", default=None, help="only print (and --output) the table of an earlier run's --json file"
+    )
     args = parser.parse_args()
     if args.from_json:
         record = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
@@ -172,7 +182,12 @@ def main() -> None:
     write_table(render(results, words, args), args.output)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        record = {"model": args.options or args.model, "sentences": args.sentences, "words": words, "epoch_seconds": results}
+        record = {
+            "model": args.options or args.model,
+            "sentences": args.sentences,
+            "words": words,
+            "epoch_seconds": results,
+        }
         Path(args.json).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
@@ -199,7 +214,11 @@ def render(results: Dict[str, List[float]], words: int, args) -> str:
         later = statistics.mean(rates[1:]) if len(rates) > 1 else float("nan")
         lines.append(f"| {name} | " + " | ".join(f"{r:,.0f}" for r in rates) + f" | {later / rates[0]:.2f}x |")
     total = {name: sum(seconds) for name, seconds in results.items()}
-    first, cached, no_elmo = wps["weighted, cache on"][0], statistics.mean(wps["weighted, cache on"][1:]), statistics.mean(wps[NO_ELMO])
+    first, cached, no_elmo = (
+        wps["weighted, cache on"][0],
+        statistics.mean(wps["weighted, cache on"][1:]),
+        statistics.mean(wps[NO_ELMO]),
+    )
     lines += [
         "",
         f"- cache: epochs 2+ are {cached / first:.2f}x faster than epoch 1 (weighted scheme, cache on).",

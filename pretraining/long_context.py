@@ -13,6 +13,7 @@ line (70-250 tokens) and the same token embedded with only 20 tokens of context 
 directions that have read at most 30 tokens and for those that have read more. A biLM that carries
 context has cosines near 1 in both groups; one that breaks past its windows, much lower past 30.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,7 +58,9 @@ def position_nll(checkpoint: str, heldout: str) -> Tuple[np.ndarray, np.ndarray]
         for start in range(0, len(data.heldout), 32):
             batch = data.make_batch(data.heldout[start : start + 32])
             steps = np.repeat(np.arange(len(batch.batch_sizes)), batch.batch_sizes)
-            for d, (layers, targets) in enumerate(zip(model.encode(batch), (batch.forward_targets, batch.backward_targets))):
+            for d, (layers, targets) in enumerate(
+                zip(model.encode(batch), (batch.forward_targets, batch.backward_targets))
+            ):
                 keep = targets != IGNORE
                 log_probs = model.softmax(layers[-1][keep], targets[keep]).output.numpy()
                 np.add.at(sums[d], steps[keep.numpy()], -log_probs)
@@ -82,7 +85,9 @@ def context_cosines(options: str, weights: str, heldout: str, n_lines: int = 40)
                 cosine = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
                 groups["at most 30" if read <= 30 else "more than 30"].append(cosine)
     rows = ["| tokens the direction has read | mean cosine | 10th percentile | vectors |", "|---|---:|---:|---:|"]
-    rows += [f"| {name} | {np.mean(v):.3f} | {np.percentile(v, 10):.3f} | {len(v)} |" for name, v in groups.items() if v]
+    rows += [
+        f"| {name} | {np.mean(v):.3f} | {np.percentile(v, 10):.3f} | {len(v)} |" for name, v in groups.items() if v
+    ]
     return rows
 
 

@@ -9,6 +9,7 @@ Run from the repository root after a training session::
 
     python pretraining/progress.py --checkpoint pretraining/checkpoint.pt
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,7 +49,7 @@ def record_of(state: dict, checkpoint: Path) -> dict:
     """What ``run.json`` keeps of a checkpoint's ``state`` (everything but weights, optimizer,
     random states and the per-step training rows, of which it keeps the predicted-token count)."""
     history = state["history"]
-    bilm = {k[len("bilm."):]: v for k, v in state["model"].items() if k.startswith("bilm.")}
+    bilm = {k[len("bilm.") :]: v for k, v in state["model"].items() if k.startswith("bilm.")}
     return {
         "checkpoint": {"file": checkpoint.name, "bytes": checkpoint.stat().st_size, "sha256": file_sha256(checkpoint)},
         "bilm_sha256": tensors_sha256(bilm),
@@ -75,23 +76,34 @@ def progress_block(record: dict) -> str:
     as_trained = {row[0]: row[1:3] for row in history["heldout_as_trained"]}
     rows = []
     for step, forward, backward, elapsed in history["heldout"]:
-        window = [length for start, length in history["windows"] if start < step or start == 0][-1]  # what the last step trained on
+        window = [length for start, length in history["windows"] if start < step or start == 0][
+            -1
+        ]  # what the last step trained on
         long = " | ".join(f"{v:.1f}" for v in as_trained[step]) if step in as_trained else "- | -"
         rows.append(f"| {step} | {elapsed / 60:.1f} | {window} | {forward:.1f} | {backward:.1f} | {long} |")
-    return "\n".join([
-        f"{position['step']:,} steps (epoch {position['epoch']}), {record['elapsed_s'] / 60:.0f} minutes of training, "
-        f"{history['predicted_tokens']:,} predicted tokens per direction. Held-out perplexity in windows of {heldout_len} tokens (as in the "
-        "first phase) and, from the change of training windows on, in the training windows (lines up to that length whole).",
-        "",
-        f"| step | training minutes | training windows | held-out forward ({heldout_len}) | backward | in training windows: forward | backward |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
-        *rows,
-    ])
+    return "\n".join(
+        [
+            f"{position['step']:,} steps (epoch {position['epoch']}), {record['elapsed_s'] / 60:.0f} minutes of training, "
+            f"{history['predicted_tokens']:,} predicted tokens per direction. Held-out perplexity in windows of {heldout_len} tokens (as in the "
+            "first phase) and, from the change of training windows on, in the training windows (lines up to that length whole).",
+            "",
+            f"| step | training minutes | training windows | held-out forward ({heldout_len}) | backward | in training windows: forward | backward |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+            *rows,
+        ]
+    )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description="Write pretraining/run.json and the README's progress block from a checkpoint.")
-    parser.add_argument("--checkpoint", type=Path, default=FOLDER / "checkpoint.pt", help="the run's checkpoint.pt (default: %(default)s)")
+    parser = argparse.ArgumentParser(
+        description="Write pretraining/run.json and the README's progress block from a checkpoint."
+    )
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=FOLDER / "checkpoint.pt",
+        help="the run's checkpoint.pt (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     record = record_of(load_checkpoint(args.checkpoint), args.checkpoint)
     write_text_atomic(RECORD, json.dumps(record, indent=1) + "\n")

@@ -3,6 +3,7 @@
 Heavy libraries (torch, h5py) are imported lazily, so registering this plugin's entry points keeps
 ``spacy.blank`` fast.
 """
+
 from .about import __version__
 
 __all__ = ["ElmoEmbedder", "__version__"]

@@ -4,6 +4,7 @@ Each command lives in its own module under ``spacy_elmo_mix.cli`` and exposes ``
 modules are imported only when their command runs. ``python -m spacy elmo COMMAND [ARGS]`` is the
 same command line, reached through spaCy's (``spacy_elmo_mix.cli.spacy_command``).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -14,7 +15,10 @@ from typing import List, Optional
 from .errors import DEBUG_VARIABLE, ElmoMixError, debug_requested, describe_error
 
 COMMANDS = {
-    "embed": ("spacy_elmo_mix.cli.embed", "print ELMo layers for sentences (options/weights files or the default model)"),
+    "embed": (
+        "spacy_elmo_mix.cli.embed",
+        "print ELMo layers for sentences (options/weights files or the default model)",
+    ),
     "demo": ("spacy_elmo_mix.cli.demo", "run the demo workflow (the README's main job)"),
     "weights": ("spacy_elmo_mix.cli.weights", "print the learned layer weights of a trained pipeline"),
     "pretrain": ("spacy_elmo_mix.cli.pretrain", "pretrain an ELMo biLM on plain text and export it"),
@@ -30,7 +34,8 @@ def usage() -> str:
     lines = [
         "usage: python -m spacy_elmo_mix COMMAND [ARGS] [--debug]  (COMMAND --help for its options;",
         "       --debug shows the traceback of a failure); also: python -m spacy elmo COMMAND [ARGS]",
-        "", "commands:",
+        "",
+        "commands:",
     ]
     lines += [f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()]
     return "\n".join(lines)

@@ -13,6 +13,7 @@ Architectures (``@architectures``):
 Weighting schemes (``@layers``): ``spacy-elmo-mix.ScalarMix.v1``, ``spacy-elmo-mix.ConcatLayers.v1``,
 ``spacy-elmo-mix.PaperScheme.v1``.
 """
+
 from __future__ import annotations
 
 from typing import List, Optional
@@ -70,12 +71,22 @@ def build_bilm_v3(
         kept apart per precision.
     """
     return bilm_model.BiLMModel(
-        options_file, weight_file, frozen, batch_size, max_length, cache_dir, cache_memory_mb, cache_dtype, compute_dtype
+        options_file,
+        weight_file,
+        frozen,
+        batch_size,
+        max_length,
+        cache_dir,
+        cache_memory_mb,
+        cache_dtype,
+        compute_dtype,
     )
 
 
 @registry.architectures("spacy-elmo-mix.ElmoListener.v1")
-def build_listener(mixer: Model[List[Floats3d], List[Floats2d]], upstream: str = "*") -> Model[List[Doc], List[Floats2d]]:
+def build_listener(
+    mixer: Model[List[Floats3d], List[Floats2d]], upstream: str = "*"
+) -> Model[List[Doc], List[Floats2d]]:
     """Listen to an ``elmo`` component and combine its layers with ``mixer`` (a weighting scheme).
 
     mixer: the scheme this component learns or uses (``spacy-elmo-mix.ScalarMix.v1`` ...).
@@ -85,7 +96,9 @@ def build_listener(mixer: Model[List[Floats3d], List[Floats2d]], upstream: str =
 
 
 @registry.architectures("spacy-elmo-mix.ElmoInline.v1")
-def build_inline(bilm: Model[List[Doc], List[Floats3d]], mixer: Model[List[Floats3d], List[Floats2d]]) -> Model[List[Doc], List[Floats2d]]:
+def build_inline(
+    bilm: Model[List[Doc], List[Floats3d]], mixer: Model[List[Floats3d], List[Floats2d]]
+) -> Model[List[Doc], List[Floats2d]]:
     """A biLM owned by this component, combined by ``mixer``; only the layers it needs are computed.
 
     bilm: a ``spacy-elmo-mix.BiLM.v3`` block. mixer: the weighting scheme.
@@ -175,7 +188,9 @@ def build_bilstm_tok2vec(
 
 
 @registry.architectures("spacy-elmo-mix.CRFTagger.v1")
-def build_crf_tagger(tok2vec: Model[List[Doc], List[Floats2d]], nO: Optional[int] = None) -> Model[List[Doc], List[Floats2d]]:
+def build_crf_tagger(
+    tok2vec: Model[List[Doc], List[Floats2d]], nO: Optional[int] = None
+) -> Model[List[Doc], List[Floats2d]]:
     """The model of ``crf_ner`` and ``crf_tagger``: ``tok2vec`` -> one linear score per tag -> a CRF.
 
     tok2vec: token vectors (``BiLSTMTok2Vec.v1``, ``ElmoTok2Vec.v2``, spaCy's ``Tok2VecListener``...).

@@ -3,6 +3,7 @@
 A leaf module (it imports nothing from the package), so every layer can use it: the biLM's file
 writers, the layer cache's index, pretraining checkpoints and the workflow's outputs.
 """
+
 from __future__ import annotations
 
 import contextlib

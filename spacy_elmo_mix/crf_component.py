@@ -103,9 +103,13 @@ class CRFTagger(TrainablePipe):
     ``BILOU`` for ``ents``, ``tags`` for ``tags``. scorer: the scoring function.
     """
 
-    def __init__(self, vocab: Vocab, model: Model, name: str, *, target: str, tag_scheme: str, scorer: Optional[Callable]) -> None:
+    def __init__(
+        self, vocab: Vocab, model: Model, name: str, *, target: str, tag_scheme: str, scorer: Optional[Callable]
+    ) -> None:
         if target not in (ENTS, TAGS) or (target == TAGS) != (check_scheme(tag_scheme) == "tags"):
-            raise ValueError(f"target {target!r} with tag scheme {tag_scheme!r}: ents take BIO or BILOU, tags take 'tags'")
+            raise ValueError(
+                f"target {target!r} with tag scheme {tag_scheme!r}: ents take BIO or BILOU, tags take 'tags'"
+            )
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -136,7 +140,13 @@ class CRFTagger(TrainablePipe):
         self.vocab.strings.add(label)
         return 1
 
-    def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None, labels: Optional[List[str]] = None) -> None:
+    def initialize(
+        self,
+        get_examples: Callable[[], Iterable[Example]],
+        *,
+        nlp: Optional[Language] = None,
+        labels: Optional[List[str]] = None,
+    ) -> None:
         """Collect the labels (or take ``labels``) and size the model: emissions, CRF and constraints."""
         validate_get_examples(get_examples, f"{type(self).__name__}.initialize")
         for label in labels if labels is not None else self._labels_in(get_examples()):
@@ -168,9 +178,18 @@ class CRFTagger(TrainablePipe):
                 for token, tag in zip(doc, tags):
                     token.tag_ = tag
             else:
-                doc.set_ents([Span(doc, start, end, label=label) for start, end, label in tags_to_spans(tags)], default="outside")
+                doc.set_ents(
+                    [Span(doc, start, end, label=label) for start, end, label in tags_to_spans(tags)], default="outside"
+                )
 
-    def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd: Optional[Optimizer] = None, losses: Optional[dict] = None) -> dict:
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[dict] = None,
+    ) -> dict:
         losses = {} if losses is None else losses
         losses.setdefault(self.name, 0.0)
         examples = list(examples)

@@ -4,6 +4,7 @@ Every expected failure (a bad file, setting or input) raises a subclass of :clas
 whose message names the file, key or value at fault. The command line prints that message as one
 line and exits with status 1 (``--debug`` shows the traceback); the Python API raises it as is.
 """
+
 import os
 
 DEBUG_VARIABLE = "SPACY_ELMO_MIX_DEBUG"

@@ -21,6 +21,7 @@ initial state per sentence (as :class:`~spacy_elmo_mix.bilm.ElmoEmbedder` does).
 A full disk does not stop training: the write is rolled back, a :class:`LayerCacheWarning` is issued
 once, :attr:`LayerCache.disk_error` says what happened, and new entries stay in memory only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -207,7 +208,9 @@ class LayerCache:
         for tokens, array in zip(sentences, layers):
             tokens = _tokens(tokens)
             self._check_layers(tokens, array)
-            entry = NewEntry(sequence_key(tokens, self.fingerprint), len(tokens), array.shape[0], encode(array, self.dtype))
+            entry = NewEntry(
+                sequence_key(tokens, self.fingerprint), len(tokens), array.shape[0], encode(array, self.dtype)
+            )
             self._memory.put(entry.key, entry.n_layers, entry.flat)
             entries.append(entry)
         if self._disk is not None:

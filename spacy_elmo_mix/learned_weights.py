@@ -1,4 +1,5 @@
 """What each component learned about the ELMo layers: normalized weights and gamma of its schemes."""
+
 from __future__ import annotations
 
 from typing import Dict, List

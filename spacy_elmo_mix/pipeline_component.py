@@ -9,6 +9,7 @@ writes its own fixed combination of them (``scheme``) to ``doc.tensor``, so ``to
 Only the layers something needs are computed: ``k`` is the highest layer used by ``scheme`` and by
 every listener, so a pipeline whose schemes use layers 0 and 1 never runs the top LSTM.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -90,7 +91,9 @@ def make_elmo(nlp: Language, name: str, model: Model, scheme: Model, set_tensor:
         that does not run (disabled) leaves the layers as they are.
     """
     if keep_layers not in KEEP_LAYERS:
-        raise ElmoConfigError(f"[components.{name}] keep_layers = {keep_layers!r}: expected one of {', '.join(KEEP_LAYERS)}")
+        raise ElmoConfigError(
+            f"[components.{name}] keep_layers = {keep_layers!r}: expected one of {', '.join(KEEP_LAYERS)}"
+        )
     return Elmo(nlp.vocab, model, scheme, name=name, set_tensor=set_tensor, keep_layers=keep_layers)
 
 
@@ -98,7 +101,13 @@ class Elmo(TrainablePipe):
     """Computes ELMo layers for docs and broadcasts them to listening components."""
 
     def __init__(
-        self, vocab: Vocab, model: Model, scheme: Model, name: str = "elmo", set_tensor: bool = True, keep_layers: str = "auto"
+        self,
+        vocab: Vocab,
+        model: Model,
+        scheme: Model,
+        name: str = "elmo",
+        set_tensor: bool = True,
+        keep_layers: str = "auto",
     ):
         self.vocab = vocab
         self.model = model
@@ -151,7 +160,7 @@ class Elmo(TrainablePipe):
     # -- computing ------------------------------------------------------------------------------
     def required_top_layer(self) -> Optional[int]:
         """The highest layer needed by the scheme and the listeners (``None``: all)."""
-        needs = [l.max_layer for l in self.listeners]
+        needs = [listener.max_layer for listener in self.listeners]
         if self.set_tensor:
             needs.append(max_layer(self.scheme))
         return None if not needs or None in needs else max(needs)
@@ -288,7 +297,10 @@ class Elmo(TrainablePipe):
     def _serializers(self, exclude) -> Dict[str, tuple]:
         return {
             "cfg": (lambda: srsly.json_dumps(self.cfg).encode("utf8"), lambda b: self.cfg.update(srsly.json_loads(b))),
-            "vocab": (lambda: self.vocab.to_bytes(exclude=exclude), lambda b: self.vocab.from_bytes(b, exclude=exclude)),
+            "vocab": (
+                lambda: self.vocab.to_bytes(exclude=exclude),
+                lambda b: self.vocab.from_bytes(b, exclude=exclude),
+            ),
             "model": (self.model.to_bytes, self.model.from_bytes),
             "scheme": (self.scheme.to_bytes, self.scheme.from_bytes),
         }
@@ -297,7 +309,10 @@ class Elmo(TrainablePipe):
         return util.to_bytes({k: save for k, (save, _) in self._serializers(exclude).items()}, exclude)
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "Elmo":
-        loaders = {k: _checked(load, f"the serialized elmo component ({k})") for k, (_, load) in self._serializers(exclude).items()}
+        loaders = {
+            k: _checked(load, f"the serialized elmo component ({k})")
+            for k, (_, load) in self._serializers(exclude).items()
+        }
         _checked(lambda b: util.from_bytes(b, loaders, exclude), "the serialized elmo component")(bytes_data)
         return self
 
@@ -368,6 +383,8 @@ def _checked(load: Callable[[bytes], object], where: str) -> Callable[[bytes], o
                 raise
             raise ElmoFileError(f"{where}: {exc}") from exc
         except Exception as exc:
-            raise ElmoFileError(f"{where} is damaged or not a saved elmo component ({type(exc).__name__}: {exc})") from exc
+            raise ElmoFileError(
+                f"{where} is damaged or not a saved elmo component ({type(exc).__name__}: {exc})"
+            ) from exc
 
     return run

@@ -5,6 +5,7 @@ and otherwise cuts the doc into consecutive windows of at most ``max_length`` to
 than ``max_length`` are cut the same way), so any doc, however long, is processed in bounded memory.
 The segments cover the doc exactly, in order.
 """
+
 from __future__ import annotations
 
 from typing import List, Tuple

@@ -1,4 +1,5 @@
 """``spacy-elmo-mix.LayerWeightsLogger.v1``: spaCy's console logger plus the learned layer weights."""
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ them, similarity is the cosine of the mean ELMo vectors, and ``has_vector`` is t
 that writes no tensor (``set_tensor = false``) gives docs without other vectors hooks that say so,
 and how to get them, instead of spaCy's warning about missing word vectors.
 """
+
 from __future__ import annotations
 
 import warnings

@@ -1,4 +1,5 @@
 """Shared test fixtures: locations of the read-only data in ../shared (skipped when absent)."""
+
 from __future__ import annotations
 
 import contextlib

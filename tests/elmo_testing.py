@@ -1,4 +1,5 @@
 """Helpers shared by the spaCy-integration tests: small pipelines on the tiny fixture model."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -84,5 +85,7 @@ def tagged_examples(ner_examples: List[Example]) -> List[Example]:
     for eg in ner_examples:
         ref = eg.reference
         tags = [f"{t.ent_iob_}-{t.ent_type_}" if t.ent_type_ else "O" for t in ref]
-        result.append(Example(Doc(ref.vocab, words=[t.text for t in ref]), Doc(ref.vocab, words=[t.text for t in ref], tags=tags)))
+        result.append(
+            Example(Doc(ref.vocab, words=[t.text for t in ref]), Doc(ref.vocab, words=[t.text for t in ref], tags=tags))
+        )
     return result

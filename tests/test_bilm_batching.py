@@ -1,4 +1,5 @@
 """Batching: a sentence's vectors do not depend on its batch; order, empty sentences, ``top_layer``."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -78,7 +79,9 @@ def test_bad_batch_size_is_rejected(tiny_embedder, batch_size):
         list(tiny_embedder.embed_sentences([SENTENCE], batch_size=batch_size))
 
 
-@pytest.mark.parametrize("bad, message", [("a str", "is a str"), ([1, "x"], "token 0 is int"), (None, "sentence 0 is NoneType")])
+@pytest.mark.parametrize(
+    "bad, message", [("a str", "is a str"), ([1, "x"], "token 0 is int"), (None, "sentence 0 is NoneType")]
+)
 def test_bad_sentences_raise_the_package_error_naming_them(tiny_embedder, bad, message):
     from spacy_elmo_mix.errors import ElmoInputError
 

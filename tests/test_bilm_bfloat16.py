@@ -8,6 +8,7 @@ for other CPUs' bf16 kernels. Trained models only: the random-weight fixture (``
 amplifies rounding in its top LSTM layer (up to 30% on long held-out sentences, also with a float32
 char-CNN), which says nothing about bfloat16 on real models.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -60,14 +61,18 @@ def test_component_compute_dtype(tiny_model_files, tmp_path):
     assert 0 < deviation <= 0.01 * np.abs(exact).max() + 1e-3
     assert len([p for p in cache.iterdir() if p.is_dir()]) == 2  # one fingerprint per precision
     low_nlp.to_disk(tmp_path / "pipeline")
-    reloaded = spacy.load(tmp_path / "pipeline", config={"components": {"elmo": {"model": {"cache_memory_mb": 0, "cache_dir": None}}}})
+    reloaded = spacy.load(
+        tmp_path / "pipeline", config={"components": {"elmo": {"model": {"cache_memory_mb": 0, "cache_dir": None}}}}
+    )
     np.testing.assert_array_equal(reloaded(text)._.elmo_layers, low)
 
 
 def test_component_bad_compute_dtype(tiny_model_files):
     from elmo_testing import elmo_only_nlp
 
-    with pytest.raises(ValueError, match="compute_dtype must be 'float32' \\(exact\\), 'bfloat16' or 'auto', got 'float16'"):
+    with pytest.raises(
+        ValueError, match="compute_dtype must be 'float32' \\(exact\\), 'bfloat16' or 'auto', got 'float16'"
+    ):
         elmo_only_nlp(tiny_model_files, compute_dtype="float16")
 
 
@@ -104,7 +109,12 @@ FAKE_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx2 {extra}\n"
 
 @pytest.mark.parametrize(
     "extra, expected",
-    [("avx512f avx512_bf16", torch.bfloat16), ("amx_bf16 amx_tile", torch.bfloat16), ("avx512f avx512_vnni", torch.float32), ("", torch.float32)],
+    [
+        ("avx512f avx512_bf16", torch.bfloat16),
+        ("amx_bf16 amx_tile", torch.bfloat16),
+        ("avx512f avx512_vnni", torch.float32),
+        ("", torch.float32),
+    ],
 )
 def test_auto_follows_cpu_flags(tmp_path, extra, expected):
     """``auto`` is bfloat16 exactly where the (faked) CPU flags promise native bf16 units."""
@@ -152,10 +162,9 @@ def test_auto_on_this_machine(tiny_model_files):
 
 
 def test_component_auto_compute_dtype(tiny_model_files):
+    from elmo_testing import elmo_only_nlp
     from spacy_elmo_mix.bilm.precision import resolve_compute_dtype
     from spacy_elmo_mix.layers.bilm_model import get_bilm
-
-    from elmo_testing import elmo_only_nlp
 
     nlp = elmo_only_nlp(tiny_model_files, compute_dtype="auto", cache_memory_mb=0)
     assert get_bilm(nlp.get_pipe("elmo").model).compute_dtype == resolve_compute_dtype("auto")

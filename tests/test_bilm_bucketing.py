@@ -1,4 +1,5 @@
 """``embed_sentences(sort_batches=...)`` and ``length_batches``: batches of similar length, input order kept."""
+
 from __future__ import annotations
 
 import numpy as np

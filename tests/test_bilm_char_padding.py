@@ -5,6 +5,7 @@ wholly in a token's padding has the same value, and one such window is kept wher
 had one. Checked in float64 against the full 50 columns, where the only differences can come from
 rounding (1e-12 is ~4500 float64 units, while a lost or added window changes values by O(1)).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,12 @@ from spacy_elmo_mix.bilm.options import CharCNNOptions
 MAX_CHARS = 50
 WIDEST = 7
 OPTIONS = CharCNNOptions(
-    filters=((1, 4), (2, 4), (3, 6), (WIDEST, 6)), n_highway=1, char_embedding_dim=5,
-    n_characters=262, max_characters_per_token=MAX_CHARS, activation="tanh",
+    filters=((1, 4), (2, 4), (3, 6), (WIDEST, 6)),
+    n_highway=1,
+    char_embedding_dim=5,
+    n_characters=262,
+    max_characters_per_token=MAX_CHARS,
+    activation="tanh",
 )
 SHORT = ["a", "", "to", "the", "Überraschung", ",", "1,234.5"]
 

@@ -2,6 +2,7 @@
 
 Ids: begin-of-word 259, the UTF-8 bytes plus one (at most 48), end-of-word 260, padding 261.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,10 +26,13 @@ def expected_ids(byte_ids):
         (" ", [33]),
         ("\t\n", [10, 11]),
         ("\x00\x7f", [1, 128]),
-        ("\U0001F600", [0xF0 + 1, 0x9F + 1, 0x98 + 1, 0x80 + 1]),  # 4-byte UTF-8 emoji
+        ("\U0001f600", [0xF0 + 1, 0x9F + 1, 0x98 + 1, 0x80 + 1]),  # 4-byte UTF-8 emoji
         ("a" * 500, [98] * 48),
         ("\u20ac" * 20, [0xE2 + 1, 0x82 + 1, 0xAC + 1] * 16),  # 60 bytes cut to 48
-        ("a" + "\u20ac" * 20, [98] + [0xE2 + 1, 0x82 + 1, 0xAC + 1] * 15 + [0xE2 + 1, 0x82 + 1]),  # cut inside a character
+        (
+            "a" + "\u20ac" * 20,
+            [98] + [0xE2 + 1, 0x82 + 1, 0xAC + 1] * 15 + [0xE2 + 1, 0x82 + 1],
+        ),  # cut inside a character
         ("<s>", [61, 116, 63]),
     ],
     ids=["empty", "space", "tab-newline", "control", "emoji", "500-chars", "euro-cut", "cut-mid-char", "lowercase-s"],

@@ -1,5 +1,6 @@
 """Both directions of a layer at the same time (``BiLM.concurrent_directions``, 2+ torch threads):
 same results and gradients as one after the other, modes and thread count handled."""
+
 from __future__ import annotations
 
 import threading
@@ -7,8 +8,8 @@ import threading
 import numpy as np
 import pytest
 import torch
-
 from conftest import torch_threads
+
 from spacy_elmo_mix.bilm import batch_to_char_ids
 from spacy_elmo_mix.bilm.loading import load_bilm
 from spacy_elmo_mix.bilm.modules import LSTMLayer
@@ -128,9 +129,13 @@ def test_concurrent_matches_allennlp_reference(fixtures_dir, two_threads):
     from spacy_elmo_mix.bilm import ElmoEmbedder
 
     reference = fixtures_dir / "reference"
-    sentences = [l.split() for l in (reference / "sentences_fixture_model.txt").read_text(encoding="utf-8").splitlines()]
+    sentences = [
+        line.split() for line in (reference / "sentences_fixture_model.txt").read_text(encoding="utf-8").splitlines()
+    ]
     expected = np.load(reference / "expected_fixture_model.npz")
-    embedder = ElmoEmbedder(fixtures_dir / "tf_fixture" / "options.json", fixtures_dir / "tf_fixture" / "lm_weights.hdf5")
+    embedder = ElmoEmbedder(
+        fixtures_dir / "tf_fixture" / "options.json", fixtures_dir / "tf_fixture" / "lm_weights.hdf5"
+    )
     assert embedder.model.concurrent_directions
     references = [expected[f"layers_{i}"] for i in range(len(sentences))]
     atol = fixture_model_atol(fixtures_dir, sentences, references)

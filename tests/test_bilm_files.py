@@ -1,4 +1,5 @@
 """Reading and writing bilm-tf ``options.json`` + ``weights.hdf5``: round trips, 1-layer files, bad files."""
+
 from __future__ import annotations
 
 import json
@@ -60,7 +61,8 @@ def test_save_load_round_trip_is_bit_identical(tiny_model_files, fixture_arrays,
 
 
 @pytest.mark.parametrize(
-    "rename", [lambda name: name, lambda name: name.replace("/MultiRNNCell/Cell0/", "/")],
+    "rename",
+    [lambda name: name, lambda name: name.replace("/MultiRNNCell/Cell0/", "/")],
     ids=["MultiRNNCell", "bilm-tf-single-cell"],
 )
 def test_one_layer_file_equals_lower_layers_of_two_layer_model(
@@ -90,8 +92,14 @@ def nested_update(options, section, key, value):
     "edit_arrays, message",
     [
         (lambda a: without(a, "CNN_proj/b_proj"), "no dataset 'CNN_proj/b_proj'"),
-        (lambda a: without(a, "RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_P_0"), "no dataset 'RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_P_0'"),
-        (lambda a: with_shape(a, "CNN_high_1/W_carry", (124, 123)), "'CNN_high_1/W_carry' has shape (124, 123), expected (124, 124)"),
+        (
+            lambda a: without(a, "RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_P_0"),
+            "no dataset 'RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_P_0'",
+        ),
+        (
+            lambda a: with_shape(a, "CNN_high_1/W_carry", (124, 123)),
+            "'CNN_high_1/W_carry' has shape (124, 123), expected (124, 124)",
+        ),
         (lambda a: with_shape(a, "char_embed", (262, 4)), "'char_embed' has shape (262, 4), expected (261, 4)"),
         (lambda a: {**a, "CNN/b_cnn_0": np.full(4, np.nan, dtype=np.float32)}, "'CNN/b_cnn_0' contains NaN"),
     ],
@@ -107,12 +115,19 @@ def test_bad_weights_name_the_dataset(fixture_options, fixture_arrays, tmp_path,
 DAMAGED = [
     ("char_embed", (7, 2), 1e25, r"'char_embed' holds 1e\+25 at index \(7, 2\), beyond the \|w\| <= 10000"),
     ("CNN/W_cnn_3", (0, 1, 2, 3), -3e30, r"'CNN/W_cnn_3' holds -3e\+30 at index \(0, 1, 2, 3\)"),
-    ("RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0", (5, 9), np.nan, r"'RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0' contains NaN"),
+    (
+        "RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0",
+        (5, 9),
+        np.nan,
+        r"'RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0' contains NaN",
+    ),
     ("CNN_high_1/b_carry", (3,), -np.inf, r"'CNN_high_1/b_carry' contains NaN or infinite"),
 ]
 
 
-@pytest.mark.parametrize("name, index, value, message", DAMAGED, ids=["huge-char-embed", "huge-cnn", "nan-lstm", "inf-highway"])
+@pytest.mark.parametrize(
+    "name, index, value, message", DAMAGED, ids=["huge-char-embed", "huge-cnn", "nan-lstm", "inf-highway"]
+)
 def test_damaged_value_in_a_copied_file_names_the_dataset(tiny_model_files, tmp_path, name, index, value, message):
     """One value of a copy of a real weight file overwritten in place (as damaged bytes would): an
     error naming the file and dataset, where the intact copy loaded."""
@@ -168,12 +183,23 @@ def test_truncated_weights(tiny_model_files, tmp_path):
         ("{not json", "is not valid JSON"),
         ("[1, 2]", "the top level must be a JSON object"),
         (lambda o: {**o, "extra_setting": 1}, "unknown key 'extra_setting'"),
-        (lambda o: {**o, "lstm": {k: v for k, v in o["lstm"].items() if k != "projection_dim"}}, "missing key 'lstm.projection_dim'"),
+        (
+            lambda o: {**o, "lstm": {k: v for k, v in o["lstm"].items() if k != "projection_dim"}},
+            "missing key 'lstm.projection_dim'",
+        ),
         (lambda o: nested_update(o, "char_cnn", "unknown_cnn_key", 1), "unknown key 'char_cnn.unknown_cnn_key'"),
         (lambda o: nested_update(o, "lstm", "n_layers", 3), "key 'lstm.n_layers' is 3"),
         (lambda o: nested_update(o, "char_cnn", "activation", "gelu"), "key 'char_cnn.activation' is 'gelu'"),
     ],
-    ids=["not-json", "not-object", "unknown-key", "missing-key", "unknown-nested-key", "bad-n-layers", "bad-activation"],
+    ids=[
+        "not-json",
+        "not-object",
+        "unknown-key",
+        "missing-key",
+        "unknown-nested-key",
+        "bad-n-layers",
+        "bad-activation",
+    ],
 )
 def test_bad_options_name_file_and_key(tiny_model_files, fixture_options, tmp_path, text, message):
     options = tmp_path / "options.json"
@@ -244,7 +270,9 @@ def test_timeout_from_environment(silent_server, tmp_path, monkeypatch):
     with pytest.raises(ElmoFileError, match="Read ?timed out|timed out|Timeout"):
         resolve_path(silent_server)
     monkeypatch.setenv("SPACY_ELMO_MIX_DOWNLOAD_TIMEOUT", "soon")
-    with pytest.raises(ElmoConfigError, match="SPACY_ELMO_MIX_DOWNLOAD_TIMEOUT must be a positive number of seconds, got 'soon'"):
+    with pytest.raises(
+        ElmoConfigError, match="SPACY_ELMO_MIX_DOWNLOAD_TIMEOUT must be a positive number of seconds, got 'soon'"
+    ):
         resolve_path(silent_server)
 
 
@@ -273,11 +301,18 @@ def test_download_limits_leave_cached_path_as_it_was():
 @pytest.mark.parametrize(
     "section, key, value, unused",
     [
-        ("char_cnn", "n_highway", 1, "CNN_high_1/W_carry, CNN_high_1/W_transform, CNN_high_1/b_carry, CNN_high_1/b_transform"),
+        (
+            "char_cnn",
+            "n_highway",
+            1,
+            "CNN_high_1/W_carry, CNN_high_1/W_transform, CNN_high_1/b_carry, CNN_high_1/b_transform",
+        ),
         ("lstm", "n_layers", 1, "RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/B"),
     ],
 )
-def test_weights_the_options_do_not_use_are_named(tiny_model_files, fixture_options, tmp_path, section, key, value, unused):
+def test_weights_the_options_do_not_use_are_named(
+    tiny_model_files, fixture_options, tmp_path, section, key, value, unused
+):
     """A weights file with more highway (or LSTM) layers than options.json says loaded and ignored them."""
     options = tmp_path / "options.json"
     options.write_text(json.dumps(nested_update(fixture_options, section, key, value)), encoding="utf-8")
@@ -287,7 +322,9 @@ def test_weights_the_options_do_not_use_are_named(tiny_model_files, fixture_opti
 
 
 def test_other_unused_datasets_warn(fixture_options, fixture_arrays, tmp_path):
-    options, weights = write_model(tmp_path / "extra", fixture_options, {**fixture_arrays, "softmax/W": np.zeros((2, 2), np.float32)})
+    options, weights = write_model(
+        tmp_path / "extra", fixture_options, {**fixture_arrays, "softmax/W": np.zeros((2, 2), np.float32)}
+    )
     with pytest.warns(UserWarning, match="ignoring datasets that are not part of the biLM: softmax/W"):
         load_bilm(options, weights)
 

@@ -1,4 +1,5 @@
 """Gradients flow through ``BiLM.forward`` when asked; the frozen ``ElmoEmbedder`` has none."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,9 +16,11 @@ def test_backward_reaches_lstm_and_char_cnn(tiny_model_files):
     lengths = torch.tensor([len(s) for s in SENTENCES])
     layers = model(char_ids, lengths)
     assert layers.requires_grad and layers.shape == (3, 3, 8, 32)
-    (layers ** 2).sum().backward()
+    (layers**2).sum().backward()
     names = [name for name, _ in model.named_parameters()]
-    assert any(n.startswith("stacks.1.1.") for n in names) and any(n.startswith("char_cnn.convolutions.") for n in names)
+    assert any(n.startswith("stacks.1.1.") for n in names) and any(
+        n.startswith("char_cnn.convolutions.") for n in names
+    )
     for name, parameter in model.named_parameters():
         assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
 

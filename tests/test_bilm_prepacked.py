@@ -1,17 +1,18 @@
 """``BiLM.set_prepacked`` (on by default where torch has MKL's packed ops): MKL-packed recurrent and
 projection weights give the plain path's results, padded steps included."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
-from spacy_elmo_mix.bilm import ElmoEmbedder, batch_to_char_ids
-
-from spacy_elmo_mix.bilm import modules
+from spacy_elmo_mix.bilm import ElmoEmbedder, batch_to_char_ids, modules
 from spacy_elmo_mix.bilm.modules import _prepacked, _step_product, mkl_packing_available
 
-pytestmark = pytest.mark.skipif(not mkl_packing_available(), reason="this torch has no MKL packed-weight ops (prepacked weights need them)")
+pytestmark = pytest.mark.skipif(
+    not mkl_packing_available(), reason="this torch has no MKL packed-weight ops (prepacked weights need them)"
+)
 U = 2.0**-24
 
 
@@ -42,8 +43,12 @@ def sentences(fixtures_dir):
 
 def packed_sizes(model):
     """The batch size each LSTM weight is packed for (None: not packed)."""
-    packs = [getattr(w, "_packed_copy", (None, None))[1] for stack in model.stacks for layer in stack
-             for w in (layer.w_recurrent, layer.w_projection)]
+    packs = [
+        getattr(w, "_packed_copy", (None, None))[1]
+        for stack in model.stacks
+        for layer in stack
+        for w in (layer.w_recurrent, layer.w_projection)
+    ]
     return {None if pack is None else pack.rows for pack in packs}
 
 
@@ -73,7 +78,9 @@ def test_a_step_padded_to_the_packed_rows_equals_the_plain_product(rows):
     assert pack is not None and pack.rows == 8
     for b in (bias, None):
         plain = a @ weight.t() + (0 if b is None else b)
-        np.testing.assert_allclose(_step_product(a, weight.t(), b, pack), plain, rtol=0, atol=product_atol(a, weight, b))
+        np.testing.assert_allclose(
+            _step_product(a, weight.t(), b, pack), plain, rtol=0, atol=product_atol(a, weight, b)
+        )
 
 
 def test_prepacked_matches_allennlp_reference(embedder, sentences, fixtures_dir):

@@ -2,6 +2,7 @@
 
 See ``../shared/elmo_fixtures/README.md`` for how the reference files were made.
 """
+
 from __future__ import annotations
 
 import json
@@ -93,7 +94,11 @@ def allennlp_case(request, fixtures_dir):
     expected = dict(np.load(reference / f"expected_{request.param}.npz"))
     sentences = [line.split() for line in lines]
     layers = [expected[f"layers_{i}"] for i in range(len(sentences))]
-    atol = float32_atol(_options(fixtures_dir, REFERENCE_CASES[request.param][0]), max(map(len, sentences)), np.concatenate(layers, axis=1))
+    atol = float32_atol(
+        _options(fixtures_dir, REFERENCE_CASES[request.param][0]),
+        max(map(len, sentences)),
+        np.concatenate(layers, axis=1),
+    )
     return sentences, expected, ElmoEmbedder(options, weights), atol
 
 

@@ -1,12 +1,12 @@
 """The optional token-vector cache: same outputs as no cache, bounded, least recently used dropped."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
-from spacy_elmo_mix.bilm import ElmoEmbedder, batch_to_char_ids
-from spacy_elmo_mix.bilm import TokenVectorCache
+from spacy_elmo_mix.bilm import ElmoEmbedder, TokenVectorCache, batch_to_char_ids
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,10 @@ def test_only_missing_words_are_encoded_and_oldest_dropped():
         return words.float() * 2
 
     cache = TokenVectorCache(max_words=3)
-    ids = lambda *firsts: torch.tensor([[f, 0] for f in firsts])
+
+    def ids(*firsts):
+        return torch.tensor([[f, 0] for f in firsts])
+
     torch.testing.assert_close(cache.vectors(ids(1, 2, 3), encode), ids(1, 2, 3).float() * 2)
     torch.testing.assert_close(cache.vectors(ids(3, 4, 1), encode), ids(3, 4, 1).float() * 2)
     assert encoded == [[1, 2, 3], [4]]  # 2 was the least recently used and is gone

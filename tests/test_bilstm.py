@@ -1,5 +1,6 @@
 """The paper's BiLSTM (``tagging.bilstm.BiLSTMStack``): the unpacked fused path equals torch's own
 packed bidirectional LSTM, variational dropout, padding and empty rows."""
+
 from __future__ import annotations
 
 import pytest
@@ -58,7 +59,13 @@ def test_fused_float32_path_within_float32_error_of_the_reference():
         ours = stack(x, lengths)
         steps, terms = max(LENGTHS), max(8, 2 * 5) + 5
         scale = max(
-            float((lstm.weight_ih_l0.abs().sum(1) * max(1.0, float(x.abs().max())) + lstm.weight_hh_l0.abs().sum(1) + (lstm.bias_ih_l0 + lstm.bias_hh_l0).abs()).max())
+            float(
+                (
+                    lstm.weight_ih_l0.abs().sum(1) * max(1.0, float(x.abs().max()))
+                    + lstm.weight_hh_l0.abs().sum(1)
+                    + (lstm.bias_ih_l0 + lstm.bias_hh_l0).abs()
+                ).max()
+            )
             for lstm in stack.lstms
         )
         reference = packed_reference(stack.double(), x.double(), lengths)

@@ -1,6 +1,7 @@
 """The documented cache recipe (docs/cache.md) on the shipped configs, unmodified: fill the cache with
 ``python -m spacy_elmo_mix cache`` and its defaults, train with ``python -m spacy train`` and one
 override naming the folder; training computes no ELMo layer and adds nothing to the cache."""
+
 from __future__ import annotations
 
 import json
@@ -13,12 +14,11 @@ from spacy.cli import app
 from thinc.api import Config
 from typer.testing import CliRunner
 
+from elmo_testing import CONFIGS
 from spacy_elmo_mix.__main__ import main as elmo_mix_cli
 from spacy_elmo_mix.cache.index import HEADER
 from spacy_elmo_mix.layer_cache import LayerCache
 from spacy_elmo_mix.workflow.convert import convert_dataset
-
-from elmo_testing import CONFIGS
 
 PROJECT = CONFIGS.parent / "project.yml"
 # The configs and the cache options docs/cache.md pairs them with.
@@ -79,8 +79,17 @@ def spacy_cli(*args: str):
 def train(config: Path, corpus: Path, *overrides: str) -> None:
     """``python -m spacy train config`` on the corpus for 2 steps, evaluating the dev set after each."""
     result = spacy_cli(
-        "train", config, "--paths.train", corpus / "train.spacy", "--paths.dev", corpus / "dev.spacy",
-        "--training.max_steps", "2", "--training.eval_frequency", "1", *overrides,
+        "train",
+        config,
+        "--paths.train",
+        corpus / "train.spacy",
+        "--paths.dev",
+        corpus / "dev.spacy",
+        "--training.max_steps",
+        "2",
+        "--training.eval_frequency",
+        "1",
+        *overrides,
     )
     assert result.exit_code == 0, result.output[-3000:]
 
@@ -101,7 +110,9 @@ def test_the_documented_recipe_recomputes_nothing(corpus, tmp_path, monkeypatch,
     cache_dir = tmp_path / "cache"
     fill_cache(corpus, cache_dir, RECIPES[config])
     monkeypatch.chdir(tmp_path)  # training writes nothing into the checkout
-    assert_recomputes_nothing(CONFIGS / config, corpus, cache_dir, computed, "--initialize.components.elmo.cache_dir", cache_dir)
+    assert_recomputes_nothing(
+        CONFIGS / config, corpus, cache_dir, computed, "--initialize.components.elmo.cache_dir", cache_dir
+    )
 
 
 def test_a_filled_config_takes_the_cache_in_one_override(corpus, tmp_path, monkeypatch, computed):
@@ -131,7 +142,7 @@ def test_the_project_caches_what_its_runs_read():
 
     lines = [line for command in srsly.read_yaml(PROJECT)["commands"] for line in command["script"]]
     cache = "python -m spacy_elmo_mix cache "
-    caches = [_parser().parse_args(shlex.split(line[len(cache):])) for line in lines if line.startswith(cache)]
+    caches = [_parser().parse_args(shlex.split(line[len(cache) :])) for line in lines if line.startswith(cache)]
     runs = [line for line in lines if "python -m spacy_elmo_mix run " in line]
     assert len(caches) == 4 and len(runs) >= 4
     assert all(args.dtype == "float16" and args.gold_preproc for args in caches)

@@ -1,4 +1,5 @@
 """The cache command keys the docs training reads: after `cache`, a training run computes no ELMo layer."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,16 @@ def test_cache_holds_every_sequence_training_reads(tiny_model_files, data_dir, t
     assert cache_cli(argv + (["--gold-preproc"] if given else [])) == 0
     before = _cache_files(cache_dir)
     metrics = run_one(
-        "conll2003", "weighted", 1, tmp_path / "run", tmp_path / "corpus", options, weights,
-        Protocol(max_steps=4, eval_frequency=2, tokens=tokens), cache_dir=str(cache_dir), cache_dtype="float32",
+        "conll2003",
+        "weighted",
+        1,
+        tmp_path / "run",
+        tmp_path / "corpus",
+        options,
+        weights,
+        Protocol(max_steps=4, eval_frequency=2, tokens=tokens),
+        cache_dir=str(cache_dir),
+        cache_dtype="float32",
         overrides={"components.ner.model.tok2vec.width": 32},
     )
     assert 0.0 <= metrics["score"] <= 1.0 and metrics["protocol"]["tokens"] == tokens
@@ -71,6 +80,20 @@ def test_cache_command_rejects_a_file_with_no_docs(tiny_model_files, tmp_path, c
     text = tmp_path / "train.txt"
     text.write_text("EU rejects German call\n", encoding="utf-8")
     options, weights = tiny_model_files
-    assert main(["cache", "--cache-dir", str(tmp_path / "cache"), "--options", str(options), "--weights", str(weights), str(text)]) == 1
+    assert (
+        main(
+            [
+                "cache",
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--options",
+                str(options),
+                "--weights",
+                str(weights),
+                str(text),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "train.txt: no docs found" in err

@@ -1,5 +1,6 @@
 """The command line's conventions: every ``--help`` shows the defaults (once), ``demo --help`` is a
 usage text, and ``python -m spacy elmo ...`` is the same command line as ``python -m spacy_elmo_mix``."""
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,10 @@ def command_help(name: str, monkeypatch, capsys):
 
 def has_default(action: argparse.Action) -> bool:
     default = action.default
-    return bool(action.option_strings) and action.help is not None and not (
-        default is None or default is False or default is argparse.SUPPRESS or default == []
+    return (
+        bool(action.option_strings)
+        and action.help is not None
+        and not (default is None or default is False or default is argparse.SUPPRESS or default == [])
     )
 
 
@@ -59,10 +62,18 @@ def test_help_shows_every_default_once(name, monkeypatch, capsys, tmp_path):
 
 @pytest.mark.parametrize(
     "name, option, shown",
-    [("cache", "--dtype", "float32"), ("cache", "--batch-size", "64"), ("run", "--cache-dtype", "float16"),
-     ("run", "--gpu-id", "-1"), ("grid", "--results", "results"), ("compare", "--alpha", "0.01"),
-     ("convert", "--scheme", "auto"), ("embed", "--compute-dtype", "float32"), ("pretrain", "--lstm-dim", "512"),
-     ("pretrain", "--lr", "0.0015")],
+    [
+        ("cache", "--dtype", "float32"),
+        ("cache", "--batch-size", "64"),
+        ("run", "--cache-dtype", "float16"),
+        ("run", "--gpu-id", "-1"),
+        ("grid", "--results", "results"),
+        ("compare", "--alpha", "0.01"),
+        ("convert", "--scheme", "auto"),
+        ("embed", "--compute-dtype", "float32"),
+        ("pretrain", "--lstm-dim", "512"),
+        ("pretrain", "--lr", "0.0015"),
+    ],
 )
 def test_help_names_the_default(name, option, shown, monkeypatch, capsys):
     _, text, _ = command_help(name, monkeypatch, capsys)
@@ -79,7 +90,9 @@ def test_demo_help_is_a_usage_text(monkeypatch, capsys, tmp_path):
 
 
 def test_formatter_adds_defaults_that_are_values_only():
-    parser = argparse.ArgumentParser(prog="p", description="line one\n    kept as written", formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="p", description="line one\n    kept as written", formatter_class=HelpFormatter
+    )
     parser.add_argument("path", help="a positional")
     parser.add_argument("--none", help="unset")
     parser.add_argument("--flag", action="store_true", help="a flag")
@@ -104,8 +117,15 @@ def spacy_cli(*args: str) -> subprocess.CompletedProcess:
     if not any(ep.name == "elmo" for ep in entry_points(group="spacy_cli")):
         pytest.skip("the spacy_cli entry point is not installed: pip install --no-deps -e .")
     env = {**os.environ, "SPACY_ELMO_MIX_DEBUG": ""}
-    return subprocess.run([sys.executable, "-m", "spacy", *args], capture_output=True, text=True, cwd=REPO,
-                          env=env, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "spacy", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_spacy_lists_the_elmo_command():

@@ -1,4 +1,5 @@
 """``python -m spacy_elmo_mix embed``: output file handling, progress bar and precision option."""
+
 from __future__ import annotations
 
 import io
@@ -36,7 +37,9 @@ def test_file_with_output_prints_one_line_and_shows_progress(tiny_model_files, t
     out = tmp_path / "layers.npz"
     assert _embed_file(tiny_model_files, monkeypatch, "--output", str(out)) == 0
     captured = capsys.readouterr()
-    assert captured.out.splitlines() == [f"wrote {out}: {len(FILE)} sentences; model: {tiny_model_files[0]}  (3 layers of 32 dims)"]
+    assert captured.out.splitlines() == [
+        f"wrote {out}: {len(FILE)} sentences; model: {tiny_model_files[0]}  (3 layers of 32 dims)"
+    ]
     assert "ELMo: 100%" in captured.err and f"{len(FILE)}/{len(FILE)}" in captured.err
     with np.load(out) as data:
         assert sorted(data) == sorted(f"sentence_{i}" for i in range(len(FILE)))
@@ -48,8 +51,10 @@ def test_file_to_stdout_prints_a_line_per_sentence(tiny_model_files, capsys, mon
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
     assert lines[0] == f"model: {tiny_model_files[0]}  (2 layers of 32 dims)" and len(lines) == 1 + len(FILE)
-    assert all(line.startswith(f"{len(s.split()):3d} tokens  {s!r}") and " L1=" in line and " L2=" not in line
-               for line, s in zip(lines[1:], FILE))
+    assert all(
+        line.startswith(f"{len(s.split()):3d} tokens  {s!r}") and " L1=" in line and " L2=" not in line
+        for line, s in zip(lines[1:], FILE)
+    )
     assert captured.err == ""  # --no-progress: no bar
 
 

@@ -1,4 +1,5 @@
 """compare: means, std, bold, † marks, missing runs, layer weights and timing from synthetic results."""
+
 from __future__ import annotations
 
 import json
@@ -82,17 +83,27 @@ def test_missing_and_unreadable_runs_are_reported(tmp_path):
     (failed / "log.txt").write_text("Traceback ...")
     report = compare(tmp_path)
     missing = report.results.missing
-    assert "unreadable" in missing["conll2003", "layer1", 2] and "layer1/seed2/metrics.json" in missing["conll2003", "layer1", 2]
+    assert (
+        "unreadable" in missing["conll2003", "layer1", 2]
+        and "layer1/seed2/metrics.json" in missing["conll2003", "layer1", 2]
+    )
     assert missing["conll2003", "concat", 1].startswith("no metrics.json")
     assert missing["conll2003", "concat", 2] == "not run (no run folder)"
     text = report.outputs["table"].read_text()
     assert row_cells(text, "conll2003") == ["80.00 ± n/a (n=1)", "–", "**90.50 ± 0.71** (n=2)"]
-    assert "missing conll2003/concat, seeds 1" not in text and "missing conll2003/concat, seed 1: no metrics.json" in text
+    assert (
+        "missing conll2003/concat, seeds 1" not in text and "missing conll2003/concat, seed 1: no metrics.json" in text
+    )
 
 
 def test_unknown_schemes_follow_the_paper_order():
     assert scheme_order(["zeta", "weighted12", "alpha", "layer3", "concat", "layer1"]) == [
-        "layer1", "layer3", "concat", "weighted12", "alpha", "zeta"
+        "layer1",
+        "layer3",
+        "concat",
+        "weighted12",
+        "alpha",
+        "zeta",
     ]
 
 
@@ -124,7 +135,9 @@ def test_layer_weights_and_timing(tmp_path):
 
 
 def test_outputs_on_empty_results_and_cli(tmp_path, capsys):
-    assert compare_cli(["--results", str(tmp_path), "--datasets", "conll2003", "--schemes", "layer1", "--seeds", "1"]) == 0
+    assert (
+        compare_cli(["--results", str(tmp_path), "--datasets", "conll2003", "--schemes", "layer1", "--seeds", "1"]) == 0
+    )
     out = capsys.readouterr().out
     assert "0 finished runs, 1 missing" in out and "missing conll2003/layer1, seed 1" in out
     assert (tmp_path / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -140,7 +153,10 @@ def test_table_names_each_schemes_config(tmp_path):
     write_run(tmp_path, "conll2003", "weighted", 6, 0.9, config="ner.cfg")  # another config: not pooled
     report = compare(tmp_path)
     assert len(report.table.cells["conll2003", "weighted"].scores) == 5
-    assert "not averaged in: conll2003/weighted, seed 6: its setup differs from the cell's other 5 runs in config (ner.cfg, not ner_elmo_hash.cfg)" in report.outputs["table"].read_text()
+    assert (
+        "not averaged in: conll2003/weighted, seed 6: its setup differs from the cell's other 5 runs in config (ner.cfg, not ner_elmo_hash.cfg)"
+        in report.outputs["table"].read_text()
+    )
 
 
 PROTOCOL = {"architecture": "paper", "tokens": "given", "stopping": "patience", "patience_epochs": 5, "max_epochs": 50}
@@ -148,36 +164,74 @@ PROTOCOL = {"architecture": "paper", "tokens": "given", "stopping": "patience", 
 
 def identity(seed, **settings):
     """A run identity as ``workflow.run`` records it (no files, so it can never be stale)."""
-    return {"command": None, "settings": {"config": "crf_ner.cfg", "system.seed": seed, **settings}, "files": {}, "seed": seed}
+    return {
+        "command": None,
+        "settings": {"config": "crf_ner.cfg", "system.seed": seed, **settings},
+        "files": {},
+        "seed": seed,
+    }
 
 
 def test_runs_of_another_budget_are_never_pooled(tmp_path):
     """The reported trial: seeds 1-3 at 300 steps, then seed 1 rerun at 400 steps over its folder."""
     for seed, score in zip((1, 2, 3), (0.40, 0.37, 0.36)):
         steps = 400 if seed == 1 else 300
-        write_run(tmp_path, "mydata", "weighted", seed, score, max_steps=steps,
-                  identity=identity(seed, **{"training.max_steps": steps}))
+        write_run(
+            tmp_path,
+            "mydata",
+            "weighted",
+            seed,
+            score,
+            max_steps=steps,
+            identity=identity(seed, **{"training.max_steps": steps}),
+        )
     text = compare(tmp_path).outputs["table"].read_text()
     assert row_cells(text, "mydata") == ["**36.50 ± 0.71**"]
-    assert "over 2 seeds per cell" in text and "Protocol of every run in the table: fixed budget, max_steps=300." in text
+    assert (
+        "over 2 seeds per cell" in text and "Protocol of every run in the table: fixed budget, max_steps=300." in text
+    )
     assert "not averaged in: mydata/weighted, seed 1: another protocol (fixed budget, max_steps=400)" in text
 
 
 def test_a_cell_pools_only_runs_that_differ_by_the_seed(tmp_path):
     for seed in (1, 2, 3):
-        write_run(tmp_path, "wnut16", "average", seed, [0.41, 0.42, 0.43][seed - 1], protocol=PROTOCOL, converged=True,
-                  identity=identity(seed, **{"initialize.components.elmo.cache_dtype": "float16"}))
-    write_run(tmp_path, "wnut16", "average", 4, 0.2, protocol=PROTOCOL, converged=True,
-              identity=identity(4, **{"initialize.components.elmo.cache_dtype": "float32"}))
+        write_run(
+            tmp_path,
+            "wnut16",
+            "average",
+            seed,
+            [0.41, 0.42, 0.43][seed - 1],
+            protocol=PROTOCOL,
+            converged=True,
+            identity=identity(seed, **{"initialize.components.elmo.cache_dtype": "float16"}),
+        )
+    write_run(
+        tmp_path,
+        "wnut16",
+        "average",
+        4,
+        0.2,
+        protocol=PROTOCOL,
+        converged=True,
+        identity=identity(4, **{"initialize.components.elmo.cache_dtype": "float32"}),
+    )
     write_run(tmp_path, "wnut16", "layer1", 1, 0.3, protocol={**PROTOCOL, "patience_epochs": 2}, converged=True)
     report = compare(tmp_path)
     text = report.outputs["table"].read_text()
     assert report.table.cells["wnut16", "average"].scores == [0.41, 0.42, 0.43]
     assert ("wnut16", "layer1") not in report.table.cells
-    assert "Protocol of every run in the table: architecture=paper, tokens=given, stopping=patience, patience_epochs=5, max_epochs=50." in text
-    assert ("not averaged in: wnut16/average, seed 4: its setup differs from the cell's other 3 runs in "
-            "initialize.components.elmo.cache_dtype (float32, not float16)") in text
-    assert "not averaged in: wnut16/layer1, seed 1: another protocol (architecture=paper, tokens=given, stopping=patience, patience_epochs=2" in text
+    assert (
+        "Protocol of every run in the table: architecture=paper, tokens=given, stopping=patience, patience_epochs=5, max_epochs=50."
+        in text
+    )
+    assert (
+        "not averaged in: wnut16/average, seed 4: its setup differs from the cell's other 3 runs in "
+        "initialize.components.elmo.cache_dtype (float32, not float16)"
+    ) in text
+    assert (
+        "not averaged in: wnut16/layer1, seed 1: another protocol (architecture=paper, tokens=given, stopping=patience, patience_epochs=2"
+        in text
+    )
 
 
 def test_selection_reads_only_the_given_seeds_schemes_and_datasets(tmp_path):

@@ -1,4 +1,5 @@
 """The ``elmo`` component: annotations, listeners, layer skipping, serialization, bad input."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,10 @@ from spacy.tokens import Doc, DocBin
 from spacy.training import Example
 from thinc.api import fix_random_seed
 
+from elmo_testing import conll_examples, elmo_only_nlp, small_config, tagged_examples
 from spacy_elmo_mix import ElmoEmbedder
 from spacy_elmo_mix.bilm.modules import LSTMLayer
 from spacy_elmo_mix.errors import ElmoConfigError, ElmoFileError
-
-from elmo_testing import conll_examples, elmo_only_nlp, small_config, tagged_examples
 
 TEXT = "The cat sat on the mat. It was happy."
 
@@ -58,7 +58,15 @@ def test_pipe_batch_size_does_not_change_vectors(elmo_nlp, data_dir):
 
 @pytest.mark.parametrize(
     "text",
-    ["", "   ", "\n\n\t", "a " + "x" * 500 + " b", "I love 🍕 and 🤖 😀!", "control\x00chars\x07here\x1b", "日本語のテキスト"],
+    [
+        "",
+        "   ",
+        "\n\n\t",
+        "a " + "x" * 500 + " b",
+        "I love 🍕 and 🤖 😀!",
+        "control\x00chars\x07here\x1b",
+        "日本語のテキスト",
+    ],
 )
 def test_bad_input_texts(elmo_nlp, text):
     doc = elmo_nlp(text)
@@ -95,7 +103,9 @@ def _count_lstm_calls(monkeypatch):
 
 
 def test_top_lstm_not_run_when_no_scheme_uses_it(tiny_model_files, monkeypatch):
-    nlp = elmo_only_nlp(tiny_model_files, {"@layers": "spacy-elmo-mix.ScalarMix.v1", "layers": [0, 1], "trainable": False})
+    nlp = elmo_only_nlp(
+        tiny_model_files, {"@layers": "spacy-elmo-mix.ScalarMix.v1", "layers": [0, 1], "trainable": False}
+    )
     bilm = nlp.get_pipe("elmo").model.shims[0]._model
     calls = _count_lstm_calls(monkeypatch)
     doc = nlp(TEXT)
@@ -211,7 +221,9 @@ def test_replace_listeners_keeps_predictions(tiny_model_files, data_dir, config_
     nlp.remove_pipe("elmo")
     after = [[(e.start, e.end, e.label_) for e in d.ents] for d in nlp.pipe(texts)]
     assert before == after
-    assert nlp.config["components"]["ner"]["model"]["tok2vec"]["elmo"]["@architectures"] == "spacy-elmo-mix.ElmoInline.v1"
+    assert (
+        nlp.config["components"]["ner"]["model"]["tok2vec"]["elmo"]["@architectures"] == "spacy-elmo-mix.ElmoInline.v1"
+    )
 
 
 def test_bilstm_encoder_and_hash_embeddings_train(tiny_model_files, data_dir):

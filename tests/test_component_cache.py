@@ -1,14 +1,14 @@
 """The layer cache inside the elmo component: no biLM work for seen sentences, never stale."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
+from elmo_testing import elmo_only_nlp
 from spacy_elmo_mix.bilm.modules import LSTMLayer
 from spacy_elmo_mix.layers.bilm_model import get_bilm, layer_cache
-
-from elmo_testing import elmo_only_nlp
 
 TEXTS = ["The cat sat on the mat .", "Peter lives in Berlin .", "A third , longer sentence about caching layers ."]
 
@@ -93,7 +93,16 @@ def test_cache_command_serves_a_bfloat16_pipeline(tiny_model_files, tmp_path, ls
     nlp = _nlp(tiny_model_files, cache_memory_mb=0)
     DocBin(docs=[nlp.make_doc(t) for t in TEXTS]).to_disk(tmp_path / "docs.spacy")
     options, weights = map(str, tiny_model_files)
-    argv = ["--options", options, "--weights", weights, "--cache-dir", str(tmp_path / "cache"), "--compute-dtype", "bfloat16"]
+    argv = [
+        "--options",
+        options,
+        "--weights",
+        weights,
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--compute-dtype",
+        "bfloat16",
+    ]
     assert main(argv + [str(tmp_path / "docs.spacy")]) == 0
     lstm_calls.clear()
     low = _nlp(tiny_model_files, cache_dir=str(tmp_path / "cache"), compute_dtype="bfloat16")

@@ -1,6 +1,7 @@
 """What travels with the docs after the pipeline: ``keep_layers`` reduces ``doc._.elmo_layers`` once
 every listening component has read them, and a component that writes no tensor says why vectors
 are empty."""
+
 from __future__ import annotations
 
 import warnings
@@ -91,7 +92,9 @@ def test_without_listeners_the_layers_are_the_output(tiny_model_files):
     assert reference is not None
     nlp = spacy.blank("en")
     options, weights = tiny_model_files
-    nlp.add_pipe("elmo", config={"keep_layers": "none", "model": {"options_file": str(options), "weight_file": str(weights)}})
+    nlp.add_pipe(
+        "elmo", config={"keep_layers": "none", "model": {"options_file": str(options), "weight_file": str(weights)}}
+    )
     nlp.initialize()
     doc = nlp(TEXTS[0])
     assert doc._.elmo_layers is None

@@ -1,5 +1,6 @@
 """A sourced ``elmo`` component that is frozen and annotating feeds its listeners through the docs
 (``doc._.elmo_layers``), as spaCy's Tok2VecListener does with ``doc.tensor``."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,7 +39,9 @@ def test_train_with_frozen_annotating_sourced_elmo(tiny_model_files, data_dir, t
 
 def test_listener_reads_annotated_docs_in_training(tiny_model_files, data_dir):
     """nlp.update as spacy train runs it with elmo frozen and annotating; the mixer still learns."""
-    nlp = spacy.util.load_model_from_config(small_config("ner.cfg", *tiny_model_files, cache_memory_mb=0), auto_fill=True)
+    nlp = spacy.util.load_model_from_config(
+        small_config("ner.cfg", *tiny_model_files, cache_memory_mb=0), auto_fill=True
+    )
     examples = conll_examples(data_dir / "conll2003" / "train.txt", 8, nlp)
     nlp.initialize(lambda: examples)
     mixer = nlp.get_pipe("ner").model.get_ref("tok2vec").layers[0].layers[0].mixer
@@ -51,7 +54,9 @@ def test_listener_reads_annotated_docs_in_training(tiny_model_files, data_dir):
 
 
 def test_frozen_not_annotating_fails_clearly(tiny_model_files, data_dir):
-    nlp = spacy.util.load_model_from_config(small_config("ner.cfg", *tiny_model_files, cache_memory_mb=0), auto_fill=True)
+    nlp = spacy.util.load_model_from_config(
+        small_config("ner.cfg", *tiny_model_files, cache_memory_mb=0), auto_fill=True
+    )
     examples = conll_examples(data_dir / "conll2003" / "train.txt", 4, nlp)
     nlp.initialize(lambda: examples)
     with pytest.raises(ValueError, match="received no layers.*annotating_components"):

@@ -1,5 +1,6 @@
 """Every biLM setting given when a pipeline is built or loaded takes effect; the saved bytes only
 bring the biLM itself (options, weights), never the settings of the pipeline that was saved."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,13 +9,18 @@ import spacy
 import torch
 from spacy.training import Example
 
+from elmo_testing import elmo_only_nlp
 from spacy_elmo_mix.errors import ElmoConfigError
 from spacy_elmo_mix.layers.bilm_model import get_bilm, layer_cache, settings
 
-from elmo_testing import elmo_only_nlp
-
 TEXT = "The cat sat on the mat and looked at the dog for a long time ."
-LOAD_SETTINGS = {"compute_dtype": "bfloat16", "batch_size": 2, "max_length": 5, "cache_memory_mb": 0, "cache_dtype": "float16"}
+LOAD_SETTINGS = {
+    "compute_dtype": "bfloat16",
+    "batch_size": 2,
+    "max_length": 5,
+    "cache_memory_mb": 0,
+    "cache_dtype": "float16",
+}
 
 
 @pytest.fixture
@@ -55,7 +61,9 @@ def test_settings_given_at_load_take_effect(saved, tiny_model_files):
 def test_cache_settings_given_at_load_take_effect(saved, tmp_path):
     _, path = saved
     cache = tmp_path / "loadcache"
-    loaded = spacy.load(path, config={"components": {"elmo": {"model": {"cache_dir": str(cache), "cache_memory_mb": 1}}}})
+    loaded = spacy.load(
+        path, config={"components": {"elmo": {"model": {"cache_dir": str(cache), "cache_memory_mb": 1}}}}
+    )
     loaded(TEXT)
     assert cache.is_dir() and any(cache.iterdir())
     assert layer_cache(loaded.get_pipe("elmo").model)._memory.budget_bytes == 2**20
@@ -67,7 +75,11 @@ def test_from_bytes_keeps_the_settings_of_the_receiving_pipeline(saved):
     receiver.add_pipe("elmo", config={"model": {"batch_size": 1, "max_length": 100, "cache_memory_mb": 0}})
     receiver.from_bytes(nlp.to_bytes())
     model = receiver.get_pipe("elmo").model
-    assert (settings(model)["batch_size"], settings(model)["max_length"], settings(model)["cache_memory_mb"]) == (1, 100, 0)
+    assert (settings(model)["batch_size"], settings(model)["max_length"], settings(model)["cache_memory_mb"]) == (
+        1,
+        100,
+        0,
+    )
     assert _batch_sizes(receiver, [TEXT, "Two words"]) == [1, 1]
     np.testing.assert_array_equal(receiver(TEXT)._.elmo_layers, nlp(TEXT)._.elmo_layers)
 
@@ -88,7 +100,11 @@ def test_training_cache_does_not_travel(tiny_model_files, data_dir, tmp_path, mo
     train_dir.mkdir(), elsewhere.mkdir()
     monkeypatch.chdir(train_dir)
     config = small_config("ner.cfg", *tiny_model_files, cache_memory_mb=0)
-    config["initialize"]["components"]["elmo"] = {"cache_dir": "traincache", "cache_memory_mb": 64, "cache_dtype": "float16"}
+    config["initialize"]["components"]["elmo"] = {
+        "cache_dir": "traincache",
+        "cache_memory_mb": 64,
+        "cache_dtype": "float16",
+    }
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     examples = conll_examples(data_dir / "conll2003" / "train.txt", 4, nlp)
     nlp.initialize(lambda: examples)
@@ -108,7 +124,9 @@ def test_bad_training_cache_setting_fails(tiny_model_files):
     options, weights = tiny_model_files
     nlp.add_pipe("elmo", config={"model": {"options_file": str(options), "weight_file": str(weights)}})
     with pytest.raises(ValueError, match="cache_dtype must be 'float16' or 'float32', got 'int8'"):
-        nlp.get_pipe("elmo").initialize(lambda: [Example(nlp.make_doc("a b"), nlp.make_doc("a b"))], nlp=nlp, cache_dtype="int8")
+        nlp.get_pipe("elmo").initialize(
+            lambda: [Example(nlp.make_doc("a b"), nlp.make_doc("a b"))], nlp=nlp, cache_dtype="int8"
+        )
 
 
 def _initialize_elmo(nlp, **cache):
@@ -123,8 +141,11 @@ def _initialize_elmo(nlp, **cache):
     "model, init, named",
     [
         ({"cache_dir": "own"}, {"cache_dir": "train"}, ["cache_dir = 'OWN'", "cache_dir = 'TRAIN'"]),
-        ({"cache_memory_mb": 64}, {"cache_memory_mb": 512, "cache_dtype": "float16"},
-         ["cache_memory_mb = 64, cache_dtype = 'float32' but", "cache_memory_mb = 512.0, cache_dtype = 'float16';"]),
+        (
+            {"cache_memory_mb": 64},
+            {"cache_memory_mb": 512, "cache_dtype": "float16"},
+            ["cache_memory_mb = 64, cache_dtype = 'float32' but", "cache_memory_mb = 512.0, cache_dtype = 'float16';"],
+        ),
     ],
 )
 def test_a_cache_set_differently_in_both_sections_is_an_error(tiny_model_files, data_dir, tmp_path, model, init, named):

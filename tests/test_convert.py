@@ -1,4 +1,5 @@
 """convert: CoNLL-2003 / WNUT16 / CoNLL-2000 / CoNLL-U to .spacy, on inline samples and real data."""
+
 from __future__ import annotations
 
 import itertools
@@ -70,7 +71,12 @@ def test_iob1_input_is_detected_and_decoded(tmp_path):
     for scheme in ("auto", "iob1"):
         stats = convert_file("conll2003", path, tmp_path / f"{scheme}.spacy", scheme=scheme)
         assert stats.scheme == "iob1"
-        assert ents(read_docs(tmp_path / f"{scheme}.spacy")[0]) == [(0, 2, "PER"), (2, 3, "PER"), (4, 5, "LOC"), (5, 6, "ORG")]
+        assert ents(read_docs(tmp_path / f"{scheme}.spacy")[0]) == [
+            (0, 2, "PER"),
+            (2, 3, "PER"),
+            (4, 5, "LOC"),
+            (5, 6, "ORG"),
+        ]
     with pytest.raises(ConvertError, match=r"iob1\.txt:1: I-PER after O is not valid BIO"):
         convert_file("conll2003", path, tmp_path / "strict.spacy", scheme="iob2")
     assert not (tmp_path / "strict.spacy").exists()
@@ -146,7 +152,9 @@ ODD_SPACE_WORDS = ["New\u00a0York", "10\u2009000", "\u3000x", "a\x1cb\x1fc", "d\
 ODD_SPACE_TAGS = ["B-LOC", "I-LOC"] + ["O"] * (len(ODD_SPACE_WORDS) - 2)
 
 
-@pytest.mark.parametrize("dataset, line", [("conll2003", "{} NNP  B-NP {}"), ("conll2000", " {}\tNNP {}"), ("wnut16", "{}\t{}")])
+@pytest.mark.parametrize(
+    "dataset, line", [("conll2003", "{} NNP  B-NP {}"), ("conll2000", " {}\tNNP {}"), ("wnut16", "{}\t{}")]
+)
 def test_other_whitespace_inside_a_token_keeps_it_whole(tmp_path, dataset, line):
     """Column files: only spaces and tabs separate columns (also in runs, and at the ends of a line)."""
     sentences = [zip(ODD_SPACE_WORDS, ODD_SPACE_TAGS), [("New", "O")]]
@@ -195,14 +203,31 @@ def test_own_two_column_data_set_with_any_file_names(tmp_path, capsys):
     data.mkdir()
     for name in ("Genia4ERtask2.iob2", "sample.dev", "Genia4EReval2.iob2"):
         write(data, name, JNLPBA)
-    argv = ["convert", "jnlpba", str(data), str(tmp_path / "out"), "--format", "columns", "--task", "ner",
-            "--train", "Genia4ERtask2.iob2", "--dev", "sample.dev", "--test", "Genia4EReval2.iob2"]
+    argv = [
+        "convert",
+        "jnlpba",
+        str(data),
+        str(tmp_path / "out"),
+        "--format",
+        "columns",
+        "--task",
+        "ner",
+        "--train",
+        "Genia4ERtask2.iob2",
+        "--dev",
+        "sample.dev",
+        "--test",
+        "Genia4EReval2.iob2",
+    ]
     assert cli(argv) == 0
     docs = read_docs(tmp_path / "out" / "test.spacy")
     assert ents(docs[0]) == [(0, 2, "DNA")] and ents(docs[1]) == [(0, 2, "protein")]
     assert cli(argv[:4] + ["--format", "columns", "--task", "ner"]) == 1  # default names train*/dev*/test*
     err = capsys.readouterr().err
-    assert "expected one file matching 'train*' for train, found 0 (files there: Genia4EReval2.iob2, Genia4ERtask2.iob2, sample.dev)" in err
+    assert (
+        "expected one file matching 'train*' for train, found 0 (files there: Genia4EReval2.iob2, Genia4ERtask2.iob2, sample.dev)"
+        in err
+    )
     assert "--train/--dev/--test" in err
 
 
@@ -213,8 +238,15 @@ def test_unknown_data_set_says_what_it_needs(tmp_path, capsys):
 
 
 def test_datasets_file_describes_a_data_set(tmp_path):
-    spec = {"mine": {"format": "columns", "task": "ner", "token_column": 2, "tag_column": 1,
-                     "files": {"train": "a.tsv", "dev": "b.tsv", "test": "c.tsv"}}}
+    spec = {
+        "mine": {
+            "format": "columns",
+            "task": "ner",
+            "token_column": 2,
+            "tag_column": 1,
+            "files": {"train": "a.tsv", "dev": "b.tsv", "test": "c.tsv"},
+        }
+    }
     registry = write(tmp_path, "sets.json", json.dumps(spec))
     path = write(tmp_path, "a.tsv", "B-PER Ann\nI-PER Lee\nO runs\n")
     assert cli(["convert", "mine", str(path), str(tmp_path / "a.spacy"), "--datasets-file", str(registry)]) == 0

@@ -4,6 +4,7 @@ Every exact check enumerates all ``T ** n`` tag sequences of a sentence (``itert
 float64, so the forward algorithm, Viterbi and the partially-annotated likelihood are compared with
 their definitions, not with another implementation.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -101,8 +102,16 @@ def _logsumexp(scores: torch.Tensor) -> float:
 
 def _cases():
     """(seed, n_tags, lengths) of random unconstrained cases: mixed lengths, padding, T up to 5."""
-    return [(0, 1, [3, 1]), (1, 2, [5, 2, 4]), (2, 3, [1]), (3, 3, [4, 5, 1, 3]), (4, 4, [2, 5, 3]),
-            (5, 5, [5, 1, 4]), (6, 5, [3, 3]), (7, 4, [1, 1, 2])]
+    return [
+        (0, 1, [3, 1]),
+        (1, 2, [5, 2, 4]),
+        (2, 3, [1]),
+        (3, 3, [4, 5, 1, 3]),
+        (4, 4, [2, 5, 3]),
+        (5, 5, [5, 1, 4]),
+        (6, 5, [3, 3]),
+        (7, 4, [1, 1, 2]),
+    ]
 
 
 def _constrained_cases():
@@ -135,7 +144,7 @@ def test_log_partition_and_decode_match_brute_force(seed, n_tags, lengths):
     assert log_z.dtype == F64 and paths.shape == emissions.shape[:2]
     for b, n in enumerate(lengths):
         seqs, brute = _brute(crf, emissions[b, :n], n)
-        assert len(seqs) == n_tags ** n
+        assert len(seqs) == n_tags**n
         assert float(log_z[b]) == pytest.approx(_logsumexp(brute), rel=1e-12, abs=1e-12)
         best = int(brute.argmax())
         assert paths[b, :n].tolist() == seqs[best].tolist()
@@ -146,7 +155,9 @@ def test_log_partition_and_decode_match_brute_force(seed, n_tags, lengths):
     assert torch.allclose(crf.path_score(emissions, paths, lengths_t), scores, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("name,scheme_tags,allowed,lengths", _constrained_cases(), ids=[c[0] for c in _constrained_cases()])
+@pytest.mark.parametrize(
+    "name,scheme_tags,allowed,lengths", _constrained_cases(), ids=[c[0] for c in _constrained_cases()]
+)
 def test_constrained_match_brute_force_and_decode_valid(name, scheme_tags, allowed, lengths):
     n_tags = len(allowed[0])
     seed = sum(map(ord, name))
@@ -200,7 +211,9 @@ def test_nll_matches_brute_force_with_unknown_tags(name, scheme_tags, allowed, l
         _, gold_score = _brute(crf, emissions[b, :n], n, known=gold[b, :n].tolist())
         _, consistent = _brute(crf, emissions[b, :n], n, known=partial[b, :n].tolist())
         assert float(nll_known[b]) == pytest.approx(_logsumexp(all_scores) - float(gold_score[0]), rel=1e-12, abs=1e-12)
-        assert float(nll_partial[b]) == pytest.approx(_logsumexp(all_scores) - _logsumexp(consistent), rel=1e-12, abs=1e-12)
+        assert float(nll_partial[b]) == pytest.approx(
+            _logsumexp(all_scores) - _logsumexp(consistent), rel=1e-12, abs=1e-12
+        )
         assert 0 <= float(nll_partial[b]) <= float(nll_known[b]) + 1e-12
 
 
@@ -222,7 +235,9 @@ def _gradcheck_nll(crf: LinearChainCRF, emissions: torch.Tensor, tags: torch.Ten
     (the parameters themselves are the inputs: gradcheck perturbs them in place)."""
     emissions = emissions.detach().clone().requires_grad_(True)
     params = (crf.transitions, crf.start, crf.end)
-    assert torch.autograd.gradcheck(lambda e, *_: crf.nll(e, tags, lengths).sum(), (emissions, *params), eps=1e-6, atol=1e-7)
+    assert torch.autograd.gradcheck(
+        lambda e, *_: crf.nll(e, tags, lengths).sum(), (emissions, *params), eps=1e-6, atol=1e-7
+    )
     value = crf.nll(emissions, tags, lengths).sum()
     grads = torch.autograd.grad(value, (emissions, *params))
     assert torch.isfinite(value) and all(torch.isfinite(g).all() for g in grads)
@@ -381,7 +396,9 @@ def test_invalid_inputs_raise_value_error():
     with pytest.raises(ValueError):
         LinearChainCRF(0)
     with pytest.raises(ValueError):
-        LinearChainCRF(3, (torch.ones(3, dtype=torch.bool), torch.ones(3, 2, dtype=torch.bool), torch.ones(3, dtype=torch.bool)))
+        LinearChainCRF(
+            3, (torch.ones(3, dtype=torch.bool), torch.ones(3, 2, dtype=torch.bool), torch.ones(3, dtype=torch.bool))
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -418,7 +435,11 @@ def test_allowed_transitions_bilou():
     start, trans, end = allowed_transitions(tags, "BILOU")
     for x in ("PER", "LOC"):
         assert not trans[i[f"B-{x}"], i["O"]] and not trans[i[f"I-{x}"], i["O"]]
-        assert not trans[i[f"L-{x}"], i[f"I-{x}"]] and not trans[i[f"U-{x}"], i[f"I-{x}"]] and not trans[i[f"L-{x}"], i[f"L-{x}"]]
+        assert (
+            not trans[i[f"L-{x}"], i[f"I-{x}"]]
+            and not trans[i[f"U-{x}"], i[f"I-{x}"]]
+            and not trans[i[f"L-{x}"], i[f"L-{x}"]]
+        )
         assert not trans[i[f"B-{x}"], i[f"B-{x}"]] and not trans[i[f"B-{x}"], i[f"U-{x}"]]
         assert not start[i[f"I-{x}"]] and not start[i[f"L-{x}"]] and start[i[f"B-{x}"]] and start[i[f"U-{x}"]]
         assert not end[i[f"B-{x}"]] and not end[i[f"I-{x}"]] and end[i[f"L-{x}"]] and end[i[f"U-{x}"]]
@@ -433,7 +454,10 @@ def test_allowed_transitions_tags_scheme_allows_all():
     assert start.all() and trans.all() and end.all() and trans.shape == (3, 3)
 
 
-@pytest.mark.parametrize("scheme,labels,max_n", [("BIO", ["PER"], 5), ("BIO", ["PER", "LOC"], 4), ("BILOU", ["PER"], 5), ("BILOU", ["PER", "LOC"], 4)])
+@pytest.mark.parametrize(
+    "scheme,labels,max_n",
+    [("BIO", ["PER"], 5), ("BIO", ["PER", "LOC"], 4), ("BILOU", ["PER"], 5), ("BILOU", ["PER", "LOC"], 4)],
+)
 def test_allowed_sequences_are_exactly_the_well_formed_ones(scheme, labels, max_n):
     """Exhaustively: a tag sequence passes allowed_transitions exactly when its spans re-encode to it."""
     tags = tag_names(labels, scheme)

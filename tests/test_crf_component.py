@@ -1,6 +1,7 @@
 """The CRF components (``crf_ner``, ``crf_tagger``) as spaCy components: trained by ``spacy train``
 from the shipped configs, valid spans by construction, serialization before and after initialize,
 listeners replaced by an inline biLM, sourced into another pipeline."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,13 +51,17 @@ def ner_examples(data_dir):
 
 def test_spacy_train_runs_the_shipped_crf_config(tiny_model_files, data_dir, tmp_path):
     from spacy.cli.train import train
+
     from spacy_elmo_mix.workflow.convert import convert_dataset
 
     convert_dataset("conll2003", data_dir / "conll2003", tmp_path / "corpus", max_sentences=40)
     config = crf_config("crf_ner.cfg", tiny_model_files)
     config["training"].update({"max_epochs": 2, "eval_frequency": 2, "patience": 0})
     config.to_disk(tmp_path / "config.cfg")
-    paths = {"paths.train": str(tmp_path / "corpus" / "train.spacy"), "paths.dev": str(tmp_path / "corpus" / "dev.spacy")}
+    paths = {
+        "paths.train": str(tmp_path / "corpus" / "train.spacy"),
+        "paths.dev": str(tmp_path / "corpus" / "dev.spacy"),
+    }
     paths.update({f"corpora.{split}.path": paths[f"paths.{split}"] for split in ("train", "dev")})
     train(tmp_path / "config.cfg", tmp_path / "out", overrides=paths, use_gpu=-1)
     nlp = spacy.load(tmp_path / "out" / "model-best")
@@ -94,7 +99,9 @@ def test_crf_ner_learns_and_round_trips(tiny_model_files, ner_examples, tmp_path
     nlp.to_disk(tmp_path / "nlp")
     loaded = spacy.load(tmp_path / "nlp")
     assert spans(loaded.pipe(texts)) == before
-    emissions = [nlp.get_pipe("crf_ner").model.predict([d]) for d in (nlp.make_doc(texts[0]), loaded.make_doc(texts[0]))]
+    emissions = [
+        nlp.get_pipe("crf_ner").model.predict([d]) for d in (nlp.make_doc(texts[0]), loaded.make_doc(texts[0]))
+    ]
     np.testing.assert_array_equal(emissions[0][0], emissions[1][0])
     assert spans(spacy.blank("en").from_config(nlp.config).from_bytes(nlp.to_bytes()).pipe(texts)) == before
 
@@ -125,7 +132,10 @@ def test_replace_listeners_keeps_predictions(tiny_model_files, ner_examples):
     nlp.replace_listeners("elmo", "crf_ner", ["model.tok2vec.elmo"])
     nlp.remove_pipe("elmo")
     assert spans(nlp.pipe(texts)) == before
-    assert nlp.config["components"]["crf_ner"]["model"]["tok2vec"]["elmo"]["@architectures"] == "spacy-elmo-mix.ElmoInline.v1"
+    assert (
+        nlp.config["components"]["crf_ner"]["model"]["tok2vec"]["elmo"]["@architectures"]
+        == "spacy-elmo-mix.ElmoInline.v1"
+    )
 
 
 def test_sourced_crf_component_predicts_the_same(tiny_model_files, ner_examples, tmp_path):
@@ -207,12 +217,18 @@ def test_gold_of_given_tokens_equals_the_aligned_gold(data_dir, factory, scheme)
         elif factory == "crf_tagger":
             ref[-1].tag_ = ""
     words = ["New", "\n", "York", "is", "big"]  # a whitespace token without annotation counts as O
-    gold = {"tags": ["B-LOC", "", "B-LOC", "O", "O"]} if factory == "crf_tagger" else {"ents": ["B-LOC", None, "B-LOC", "O", "O"]}
+    gold = (
+        {"tags": ["B-LOC", "", "B-LOC", "O", "O"]}
+        if factory == "crf_tagger"
+        else {"ents": ["B-LOC", None, "B-LOC", "O", "O"]}
+    )
     ref = Doc(nlp.vocab, words=words, spaces=[True, False, True, True, False], **gold)
     examples.append(Example(Doc(nlp.vocab, words=words, spaces=[True, False, True, True, False]), ref))
     component = nlp.add_pipe(factory, config={"tag_scheme": scheme} if scheme else {})
     for eg in examples:  # the labels, without building the network (no biLM needed here)
-        for label in ({e.label_ for e in eg.reference.ents} if factory == "crf_ner" else {t.tag_ for t in eg.reference if t.tag_}):
+        for label in (
+            {e.label_ for e in eg.reference.ents} if factory == "crf_ner" else {t.tag_ for t in eg.reference if t.tag_}
+        ):
             component.add_label(label)
     unknown = 0
     for eg in examples:

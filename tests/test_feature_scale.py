@@ -1,4 +1,5 @@
 """ELMo vectors at a set scale (``ScaledNorm``, ``ElmoTok2Vec.v2``): values, exact gradients, settings."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """grid: tiny jobs on the local backend (run, resume, failures) and on a local Ray instance."""
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,9 @@ def metrics(results, dataset, scheme, seed):
 
 def test_local_runs_resumes_and_reports_failures(tmp_path):
     results = tmp_path / "results"
-    summary = run_grid(["d1", "d2"], ["good", "bad"], [1, 2], TEMPLATE, results_dir=results, max_workers=2, progress=False)
+    summary = run_grid(
+        ["d1", "d2"], ["good", "bad"], [1, 2], TEMPLATE, results_dir=results, max_workers=2, progress=False
+    )
     assert (summary.count("ok"), summary.count("failed"), summary.count("skipped")) == (4, 4, 0)
     recorded = metrics(results, "d2", "good", 2)
     assert recorded.pop("identity")["seed"] == 2  # the grid stamps the command of a job that records none
@@ -40,7 +43,9 @@ def test_local_runs_resumes_and_reports_failures(tmp_path):
 
     again = run_grid(["d1", "d2"], ["good", "bad"], [1, 2], TEMPLATE, results_dir=results, progress=False)
     assert (again.count("skipped"), again.count("failed")) == (4, 4)
-    assert [r.job for r in again.results if r.status == "skipped"] == [r.job for r in summary.results if r.status == "ok"]
+    assert [r.job for r in again.results if r.status == "skipped"] == [
+        r.job for r in summary.results if r.status == "ok"
+    ]
 
 
 def test_jobs_without_metrics_or_that_cannot_start_fail(tmp_path):
@@ -55,7 +60,14 @@ def test_jobs_without_metrics_or_that_cannot_start_fail(tmp_path):
 def test_template_fills_placeholders_only():
     make = CommandTemplate("""python -c "print({'a': 1})" {dataset} --seed {seed} --out={output}/x {scheme}""")
     assert make("conll2003", "weighted", 3, "/r") == [
-        sys.executable, "-c", "print({'a': 1})", "conll2003", "--seed", "3", "--out=/r/x", "weighted"
+        sys.executable,
+        "-c",
+        "print({'a': 1})",
+        "conll2003",
+        "--seed",
+        "3",
+        "--out=/r/x",
+        "weighted",
     ]
     assert CommandTemplate("echo {seed}")("d", "s", 1, "/r") == ["echo", "1"]
 
@@ -79,7 +91,9 @@ def test_cli_exit_code_and_ray_missing(tmp_path, capsys, monkeypatch):
 def test_ray_backend_on_a_local_instance(tmp_path):
     pytest.importorskip("ray", reason="ray is not installed (optional extra: pip install 'spacy-elmo-mix[ray]')")
     results = tmp_path / "results"
-    summary = run_grid(["d1"], ["good", "bad"], [1, 2], TEMPLATE, backend="ray", results_dir=results, max_workers=2, progress=False)
+    summary = run_grid(
+        ["d1"], ["good", "bad"], [1, 2], TEMPLATE, backend="ray", results_dir=results, max_workers=2, progress=False
+    )
     assert (summary.count("ok"), summary.count("failed")) == (2, 2)
     assert metrics(results, "d1", "good", 2)["score"] == 0.2 and metrics(results, "d1", "good", 2)["threads"] == "1"
     assert "job d1 good 1" in (results / "runs/d1/good/seed1/log.txt").read_text()
@@ -91,25 +105,67 @@ def test_unreachable_ray_address_fails_within_the_timeout(tmp_path, monkeypatch,
     import types
 
     never = threading.Event()
-    fake = types.SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: never.wait())  # hangs like a bad address
+    fake = types.SimpleNamespace(
+        is_initialized=lambda: False, init=lambda **kw: never.wait()
+    )  # hangs like a bad address
     monkeypatch.setitem(sys.modules, "ray", fake)
-    args = ["--datasets", "d", "--schemes", "good", "--seeds", "1", "--results", str(tmp_path), "--no-progress",
-            "--command-template", TEMPLATE, "--backend", "ray", "--address", "10.255.255.1:6379", "--connect-timeout", "0.5"]
+    args = [
+        "--datasets",
+        "d",
+        "--schemes",
+        "good",
+        "--seeds",
+        "1",
+        "--results",
+        str(tmp_path),
+        "--no-progress",
+        "--command-template",
+        TEMPLATE,
+        "--backend",
+        "ray",
+        "--address",
+        "10.255.255.1:6379",
+        "--connect-timeout",
+        "0.5",
+    ]
     assert grid_cli(args) == 1
     assert "could not connect to the Ray cluster at 10.255.255.1:6379 within 0.5 s" in capsys.readouterr().err
     never.set()
 
 
 def test_unknown_scheme_of_the_run_command_fails_before_any_job(tmp_path, capsys):
-    args = ["--datasets", "conll2003", "--schemes", "weighted", "nosuch", "--seeds", "1", "--results", str(tmp_path),
-            "--command-template", "python -m spacy_elmo_mix run --scheme {scheme} --output {output}"]
+    args = [
+        "--datasets",
+        "conll2003",
+        "--schemes",
+        "weighted",
+        "nosuch",
+        "--seeds",
+        "1",
+        "--results",
+        str(tmp_path),
+        "--command-template",
+        "python -m spacy_elmo_mix run --scheme {scheme} --output {output}",
+    ]
     with pytest.raises(SystemExit):
         grid_cli(args)
     assert "unknown scheme(s) nosuch" in capsys.readouterr().err and not (tmp_path / "runs").exists()
 
 
 def test_negative_seeds_are_rejected(tmp_path, capsys):
-    args = ["--datasets", "d", "--schemes", "good", "--seeds", "1", "-3", "--results", str(tmp_path), "--command-template", TEMPLATE]
+    args = [
+        "--datasets",
+        "d",
+        "--schemes",
+        "good",
+        "--seeds",
+        "1",
+        "-3",
+        "--results",
+        str(tmp_path),
+        "--command-template",
+        TEMPLATE,
+    ]
     with pytest.raises(SystemExit):
         grid_cli(args)
     assert "--seeds must be in 0..2**32-1, got -3" in capsys.readouterr().err and not (tmp_path / "runs").exists()
@@ -127,8 +183,22 @@ def test_misspelt_placeholder_is_rejected_before_any_job(tmp_path):
 def test_failed_jobs_are_named_on_stderr(tmp_path, capsys):
     from spacy_elmo_mix.__main__ import main
 
-    code = main(["grid", "--datasets", "conll2003", "--schemes", "layer9", "--seeds", "1", "--no-progress",
-                 "--results", str(tmp_path / "results"), "--command-template", "true {output}"])
+    code = main(
+        [
+            "grid",
+            "--datasets",
+            "conll2003",
+            "--schemes",
+            "layer9",
+            "--seeds",
+            "1",
+            "--no-progress",
+            "--results",
+            str(tmp_path / "results"),
+            "--command-template",
+            "true {output}",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "conll2003" in err and "layer9" in err
 

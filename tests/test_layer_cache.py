@@ -1,4 +1,5 @@
 """The layer cache: round trips, layer handling, LRU, persistence across processes, damage, full disk."""
+
 from __future__ import annotations
 
 import errno

@@ -1,5 +1,6 @@
 """``pretraining/long_context.py``: positions are counted right and the per-position losses add up to
 the model's own held-out loss."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -8,12 +9,11 @@ import random
 import numpy as np
 import pytest
 import torch
-
-from spacy_elmo_mix.pretrain.data import prepare_data
-from spacy_elmo_mix.pretrain.evaluate import heldout_totals
+from test_pretrain import make_trainer
 
 from elmo_testing import REPO
-from test_pretrain import make_trainer
+from spacy_elmo_mix.pretrain.data import prepare_data
+from spacy_elmo_mix.pretrain.evaluate import heldout_totals
 
 
 def _long_context():
@@ -27,7 +27,10 @@ def test_position_losses_add_up_to_the_heldout_loss(tmp_path):
     rng = random.Random(0)
     words = ["the", "cat", "sees", "a", "dog", "my", "friend", "calls", "."]
     train, heldout = tmp_path / "train.txt", tmp_path / "heldout.txt"
-    train.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(200)) + "\n", encoding="utf-8")
+    train.write_text(
+        "\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(200)) + "\n",
+        encoding="utf-8",
+    )
     heldout.write_text(" ".join(rng.choice(words) for _ in range(40)) + "\nthe cat sees a dog .\n", encoding="utf-8")
     trainer = make_trainer((train, heldout), tmp_path / "run", max_steps=3)
     trainer.train(progress=False)

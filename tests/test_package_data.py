@@ -1,4 +1,5 @@
 """What the commands need ships with the package: configs, the data set list and project.yml."""
+
 from __future__ import annotations
 
 import configparser
@@ -6,8 +7,16 @@ import importlib.resources
 
 from elmo_testing import REPO
 
-NEEDED = ["configs/ner.cfg", "configs/ner_baseline.cfg", "configs/ner_elmo_hash.cfg", "configs/tagger.cfg", "configs/tagger_elmo_hash.cfg",
-          "configs/tagger_baseline.cfg", "configs/datasets.json", "project.yml"]
+NEEDED = [
+    "configs/ner.cfg",
+    "configs/ner_baseline.cfg",
+    "configs/ner_elmo_hash.cfg",
+    "configs/tagger.cfg",
+    "configs/tagger_elmo_hash.cfg",
+    "configs/tagger_baseline.cfg",
+    "configs/datasets.json",
+    "project.yml",
+]
 
 
 def test_package_holds_configs_data_sets_and_project():

@@ -1,4 +1,5 @@
 """Pretraining: the loss goes down, resuming is exact, exported files reproduce the trainer's layers."""
+
 from __future__ import annotations
 
 import os
@@ -10,8 +11,8 @@ import pytest
 import torch
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from spacy_elmo_mix.bilm import BiLMOptions, ElmoEmbedder, load_bilm
 from spacy_elmo_mix.__main__ import main as cli_main
+from spacy_elmo_mix.bilm import BiLMOptions, ElmoEmbedder, load_bilm
 from spacy_elmo_mix.cli.pretrain import main as pretrain_main
 from spacy_elmo_mix.errors import ElmoInputError
 from spacy_elmo_mix.pretrain import TrainConfig, Trainer
@@ -24,9 +25,22 @@ from spacy_elmo_mix.pretrain.model import LanguageModel
 from spacy_elmo_mix.pretrain.schedule import warmup_inverse_sqrt
 
 TINY = {
-    "lstm": {"dim": 24, "projection_dim": 8, "n_layers": 2, "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
-    "char_cnn": {"activation": "relu", "filters": [[1, 4], [2, 8]], "n_highway": 1, "embedding": {"dim": 4},
-                 "n_characters": 262, "max_characters_per_token": 50},
+    "lstm": {
+        "dim": 24,
+        "projection_dim": 8,
+        "n_layers": 2,
+        "cell_clip": 3,
+        "proj_clip": 3,
+        "use_skip_connections": True,
+    },
+    "char_cnn": {
+        "activation": "relu",
+        "filters": [[1, 4], [2, 8]],
+        "n_highway": 1,
+        "embedding": {"dim": 4},
+        "n_characters": 262,
+        "max_characters_per_token": 50,
+    },
 }
 SIZE_FLAGS = ["--lstm-dim", "24", "--projection-dim", "8", "--filters", "1:4,2:8", "--char-dim", "4"]
 SUBJECTS = ["the cat", "a dog", "my friend", "the old man", "our teacher"]
@@ -46,8 +60,10 @@ def one_thread():
 def corpus(tmp_path) -> tuple:
     """(train file, held-out file) of a small, very regular language."""
     rng = random.Random(0)
+
     def lines(n):
         return "\n".join(f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}" for _ in range(n)) + "\n"
+
     train, heldout = tmp_path / "train.txt", tmp_path / "heldout.txt"
     train.write_text(lines(200), encoding="utf-8")
     heldout.write_text(lines(20), encoding="utf-8")
@@ -56,7 +72,14 @@ def corpus(tmp_path) -> tuple:
 
 def make_trainer(corpus, output: Path, **config) -> Trainer:
     data = prepare_data([corpus[0]], [corpus[1]], max_len=8, min_count=1)
-    settings = {"tokens_per_batch": 120, "lr": 1e-2, "warmup_steps": 2, "eval_every": 0, "checkpoint_every": 0, "seed": 3}
+    settings = {
+        "tokens_per_batch": 120,
+        "lr": 1e-2,
+        "warmup_steps": 2,
+        "eval_every": 0,
+        "checkpoint_every": 0,
+        "seed": 3,
+    }
     cfg = TrainConfig(**{**settings, **config})
     torch.manual_seed(cfg.seed)
     model = LanguageModel(BiLMOptions.from_dict(TINY), len(data.vocab), dropout=cfg.dropout)
@@ -127,8 +150,12 @@ def test_stops_after_epochs_and_time_budget(corpus, tmp_path):
 
 def unpack(rows: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Packed rows of a batch -> ``[batch, max_len, dim]`` in the batch's own order."""
-    layout = pack_padded_sequence(torch.zeros(len(lengths), int(lengths.max())), lengths, batch_first=True, enforce_sorted=False)
-    padded, _ = pad_packed_sequence(PackedSequence(rows, layout.batch_sizes, layout.sorted_indices, layout.unsorted_indices), batch_first=True)
+    layout = pack_padded_sequence(
+        torch.zeros(len(lengths), int(lengths.max())), lengths, batch_first=True, enforce_sorted=False
+    )
+    padded, _ = pad_packed_sequence(
+        PackedSequence(rows, layout.batch_sizes, layout.sorted_indices, layout.unsorted_indices), batch_first=True
+    )
     return padded
 
 
@@ -136,7 +163,9 @@ def trainer_layers(model: LanguageModel, sentences) -> list:
     """ELMo layers of ``sentences`` computed by the trainer's own forward pass (eval mode)."""
     types = ["<S>", "</S>"] + sorted({w for s in sentences for w in s})
     ids = {t: i for i, t in enumerate(types)}
-    batch = make_batch([np.array([ids[w] for w in s]) for s in sentences], char_table(types), np.zeros(len(types), np.int64))
+    batch = make_batch(
+        [np.array([ids[w] for w in s]) for s in sentences], char_table(types), np.zeros(len(types), np.int64)
+    )
     model.eval()
     with torch.no_grad():
         forward, backward = model.encode(batch)
@@ -144,7 +173,10 @@ def trainer_layers(model: LanguageModel, sentences) -> list:
     for i, sentence in enumerate(sentences):
         n = len(sentence)
         layers = [
-            torch.cat([unpack(f, batch.lengths)[i, 1 : n + 1], unpack(b, batch.lengths)[i, : n + 2].flip(0)[1 : n + 1]], dim=-1)
+            torch.cat(
+                [unpack(f, batch.lengths)[i, 1 : n + 1], unpack(b, batch.lengths)[i, : n + 2].flip(0)[1 : n + 1]],
+                dim=-1,
+            )
             for f, b in zip(forward, backward)
         ]
         out.append(torch.stack(layers).numpy())
@@ -162,14 +194,24 @@ def test_exported_files_reproduce_the_trainer_layers(corpus, tmp_path, n_layers)
     assert embedder.n_layers == n_layers + 1
     for got, want in zip(embedder.embed_batch(sentences), expected):
         np.testing.assert_allclose(got, want[: n_layers + 1], atol=1e-6)
-    assert load_bilm(tmp_path / "out" / "options.json", tmp_path / "out" / "weights.hdf5").options.lstm.n_layers == n_layers
+    assert (
+        load_bilm(tmp_path / "out" / "options.json", tmp_path / "out" / "weights.hdf5").options.lstm.n_layers
+        == n_layers
+    )
     assert (tmp_path / "out" / "vocab.txt").read_text(encoding="utf-8").split("\n")[:3] == ["<S>", "</S>", "<UNK>"]
 
 
 def test_cli_trains_resumes_and_exports(corpus, tmp_path, capsys):
     out = tmp_path / "cli"
     common = [str(corpus[0]), "--heldout", str(corpus[1]), "--output", str(out), "--no-progress"]
-    assert pretrain_main(common + SIZE_FLAGS + ["--min-count", "1", "--max-steps", "3", "--batch-tokens", "200", "--export-layers", "1"]) == 0
+    assert (
+        pretrain_main(
+            common
+            + SIZE_FLAGS
+            + ["--min-count", "1", "--max-steps", "3", "--batch-tokens", "200", "--export-layers", "1"]
+        )
+        == 0
+    )
     assert load_checkpoint(out / "checkpoint.pt")["position"]["step"] == 3
     assert pretrain_main(common + ["--resume", "--max-steps", "5"]) == 0
     assert load_checkpoint(out / "checkpoint.pt")["position"]["step"] == 5
@@ -202,18 +244,47 @@ def test_cli_starts_from_given_weights(corpus, tmp_path, capsys):
     assert pretrain_main(common + SIZE_FLAGS + ["--output", str(first), "--lr", "0.1"]) == 0
     start = load_bilm(first / "options.json", first / "weights.hdf5").state_dict()
     warm = tmp_path / "warm"
-    args = common + ["--output", str(warm), "--options", str(first / "options.json"), "--init-weights", str(first / "weights.hdf5"), "--lr", "1e-12"]
+    args = common + [
+        "--output",
+        str(warm),
+        "--options",
+        str(first / "options.json"),
+        "--init-weights",
+        str(first / "weights.hdf5"),
+        "--lr",
+        "1e-12",
+    ]
     assert pretrain_main(args) == 0
     for name, value in load_bilm(warm / "options.json", warm / "weights.hdf5").state_dict().items():
         torch.testing.assert_close(value, start[name], rtol=0, atol=1e-6, msg=name)
-    assert f"Started from the biLM weights `{first / 'weights.hdf5'}`" in (warm / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert f"Started from the biLM weights `{first / 'weights.hdf5'}`" in (warm / "MODEL_CARD.md").read_text(
+        encoding="utf-8"
+    )
     cold = tmp_path / "cold"
     assert pretrain_main(common + SIZE_FLAGS + ["--output", str(cold), "--lr", "1e-12", "--seed", "1"]) == 0
     differs = load_bilm(cold / "options.json", cold / "weights.hdf5").state_dict()
     assert any((differs[name] - start[name]).abs().max() > 1e-3 for name in start)
-    code, err = run_cli(common + ["--output", tmp_path / "other", "--lstm-dim", "32", "--projection-dim", "8", "--filters", "1:4,2:8",
-                                  "--char-dim", "4", "--init-weights", first / "weights.hdf5"], capsys)
-    assert code == 1 and err.startswith("error: ") and "weights.hdf5" in err and "expected" in err and err.count("\n") == 1, err
+    code, err = run_cli(
+        common
+        + [
+            "--output",
+            tmp_path / "other",
+            "--lstm-dim",
+            "32",
+            "--projection-dim",
+            "8",
+            "--filters",
+            "1:4,2:8",
+            "--char-dim",
+            "4",
+            "--init-weights",
+            first / "weights.hdf5",
+        ],
+        capsys,
+    )
+    assert (
+        code == 1 and err.startswith("error: ") and "weights.hdf5" in err and "expected" in err and err.count("\n") == 1
+    ), err
     code, err = run_cli([corpus[0], "--output", warm, "--resume", "--init-weights", first / "weights.hdf5"], capsys)
     assert code == 1 and "--init-weights cannot be given with it" in err, err
 
@@ -255,7 +326,9 @@ def run_cli(args, capsys) -> tuple:
 def test_cli_rejects_bad_settings_before_training(corpus, tmp_path, capsys, flag, value, message):
     out = tmp_path / "out"
     extra = ["--n-layers", "1"] if flag == "--export-layers" else []
-    code, err = run_cli([corpus[0], "--output", out, "--no-progress", "--max-steps", "2"] + SIZE_FLAGS + extra + [flag, value], capsys)
+    code, err = run_cli(
+        [corpus[0], "--output", out, "--no-progress", "--max-steps", "2"] + SIZE_FLAGS + extra + [flag, value], capsys
+    )
     assert code == 1 and err.startswith("error: ") and message in err and err.count("\n") == 1, err
     assert not (out / "checkpoint.pt").exists() and not (out / "weights.hdf5").exists()
     assert not out.exists() or flag in ("--vocab", "--export-layers"), "output created before the settings were checked"
@@ -267,7 +340,11 @@ def test_cli_refuses_to_replace_a_trained_model_without_consent(corpus, tmp_path
     assert run_cli(args, capsys)[0] == 0
     weights = (out / "weights.hdf5").read_bytes()
     code, err = run_cli(args, capsys)
-    assert code == 1 and "is not empty (MODEL_CARD.md, checkpoint.pt, options.json, training_curve.png, ...)" in err and "--overwrite" in err
+    assert (
+        code == 1
+        and "is not empty (MODEL_CARD.md, checkpoint.pt, options.json, training_curve.png, ...)" in err
+        and "--overwrite" in err
+    )
     assert (out / "weights.hdf5").read_bytes() == weights
     assert run_cli(args + ["--overwrite", "--seed", "7"], capsys)[0] == 0
     assert (out / "weights.hdf5").read_bytes() != weights
@@ -282,7 +359,9 @@ def test_cli_output_that_is_a_file_or_unwritable_fails_before_training(corpus, t
     blocker.write_text("x", encoding="utf-8")
     code, err = run_cli([corpus[0], "--output", blocker, "--no-progress", "--max-steps", "2"] + SIZE_FLAGS, capsys)
     assert code == 1 and "is a file, not a directory" in err
-    code, err = run_cli([corpus[0], "--output", blocker / "sub", "--no-progress", "--max-steps", "2"] + SIZE_FLAGS, capsys)
+    code, err = run_cli(
+        [corpus[0], "--output", blocker / "sub", "--no-progress", "--max-steps", "2"] + SIZE_FLAGS, capsys
+    )
     assert code == 1 and err.startswith("error: ") and "Traceback" not in err
     if os.geteuid() == 0:
         pytest.skip("root writes into read-only folders: the permission case cannot be tested as root")
@@ -300,10 +379,18 @@ def test_cli_uses_a_given_vocabulary(corpus, tmp_path, capsys):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("<S>\n</S>\n<UNK>\nthe\ncat\n.\n", encoding="utf-8")
     out = tmp_path / "out"
-    assert run_cli([corpus[0], "--output", out, "--no-progress", "--max-steps", "2", "--vocab", vocab] + SIZE_FLAGS, capsys)[0] == 0
+    assert (
+        run_cli(
+            [corpus[0], "--output", out, "--no-progress", "--max-steps", "2", "--vocab", vocab] + SIZE_FLAGS, capsys
+        )[0]
+        == 0
+    )
     assert (out / "vocab.txt").read_text(encoding="utf-8") == vocab.read_text(encoding="utf-8")
     vocab.write_text("<S>\n</S>\n<UNK>\nthe\nthe\n", encoding="utf-8")
-    code, err = run_cli([corpus[0], "--output", tmp_path / "o2", "--no-progress", "--max-steps", "2", "--vocab", vocab] + SIZE_FLAGS, capsys)
+    code, err = run_cli(
+        [corpus[0], "--output", tmp_path / "o2", "--no-progress", "--max-steps", "2", "--vocab", vocab] + SIZE_FLAGS,
+        capsys,
+    )
     assert code == 1 and "the word 'the' appears twice (entries 4 and 5)" in err
 
 
@@ -339,7 +426,9 @@ def test_cli_cooldown_needs_a_run_length_and_may_be_added_on_resume(corpus, tmp_
     code, err = run_cli(base + ["--max-minutes", "1", "--cooldown", "2"], capsys)
     assert code == 1 and "--cooldown 2 needs --max-steps" in err and not out.exists()
     assert run_cli(base + ["--max-steps", "2"], capsys)[0] == 0
-    code, err = run_cli([corpus[0], "--output", out, "--no-progress", "--resume", "--max-steps", "4", "--cooldown", "2"], capsys)
+    code, err = run_cli(
+        [corpus[0], "--output", out, "--no-progress", "--resume", "--max-steps", "4", "--cooldown", "2"], capsys
+    )
     assert code == 0, err
     state = load_checkpoint(out / "checkpoint.pt")
     assert state["config"]["cooldown_steps"] == 2 and state["position"]["step"] == 4
@@ -348,6 +437,7 @@ def test_cli_cooldown_needs_a_run_length_and_may_be_added_on_resume(corpus, tmp_
 
 def test_cli_resume_with_longer_windows_starts_the_next_epoch_and_keeps_the_heldout_windows(corpus, tmp_path, capsys):
     """A model trained on short windows fails on longer sequences: --max-len may grow on --resume."""
+
     def with_a_long_line(path, n):
         text = path.read_text(encoding="utf-8")
         longer = tmp_path / f"long_{path.name}"
@@ -355,8 +445,21 @@ def test_cli_resume_with_longer_windows_starts_the_next_epoch_and_keeps_the_held
         return longer
 
     out = tmp_path / "out"
-    base = [with_a_long_line(corpus[0], 30), "--heldout", with_a_long_line(corpus[1], 8), "--output", out, "--no-progress"]
-    assert run_cli(base + SIZE_FLAGS + ["--min-count", "1", "--max-steps", "3", "--max-len", "8", "--batch-tokens", "60"], capsys)[0] == 0
+    base = [
+        with_a_long_line(corpus[0], 30),
+        "--heldout",
+        with_a_long_line(corpus[1], 8),
+        "--output",
+        out,
+        "--no-progress",
+    ]
+    assert (
+        run_cli(
+            base + SIZE_FLAGS + ["--min-count", "1", "--max-steps", "3", "--max-len", "8", "--batch-tokens", "60"],
+            capsys,
+        )[0]
+        == 0
+    )
     first = load_checkpoint(out / "checkpoint.pt")
     assert first["position"]["epoch"] == 0 and first["position"]["batch_in_epoch"] == 3
     code, err = run_cli(base + ["--resume", "--max-steps", "5", "--max-len", "64"], capsys)
@@ -369,7 +472,10 @@ def test_cli_resume_with_longer_windows_starts_the_next_epoch_and_keeps_the_held
     assert [row[0] for row in state["history"]["heldout_as_trained"]] == [5]  # the held-out text in windows of 64
     assert state["history"]["heldout_as_trained"][0][1:3] != state["history"]["heldout"][1][1:3]
     card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
-    assert "Windows of at most 8 tokens, then of at most 64 tokens from step 3" in card and "held-out windows of at most 8 tokens" in card
+    assert (
+        "Windows of at most 8 tokens, then of at most 64 tokens from step 3" in card
+        and "held-out windows of at most 8 tokens" in card
+    )
     assert "On the held-out text in windows of at most 64 tokens as in training" in card
     code, err = run_cli(base + ["--resume", "--max-steps", "6", "--max-len", "64", "--warmup", "9"], capsys)
     assert code == 1 and "only the stop flags, --cooldown and --max-len may change: --warmup 9 (checkpoint: 200)" in err
@@ -389,4 +495,6 @@ def test_resumed_windows_are_cut_at_the_new_length(corpus, tmp_path):
     assert resumed.step == 4
     other = prepare_data([corpus[1]], [], max_len=3, min_count=1, vocab=first.data.vocab)
     with pytest.raises(ElmoInputError, match="other data"):
-        Trainer(LanguageModel(BiLMOptions.from_dict(TINY), len(other.vocab)), other, cfg, tmp_path / "other").load_state_dict(load_checkpoint(first.checkpoint_path))
+        Trainer(
+            LanguageModel(BiLMOptions.from_dict(TINY), len(other.vocab)), other, cfg, tmp_path / "other"
+        ).load_state_dict(load_checkpoint(first.checkpoint_path))

@@ -1,4 +1,5 @@
 """Pretraining input: tokenization, vocabulary, batches, and bad files (clear errors or counted skips)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -87,7 +88,12 @@ def test_other_encodings_are_an_error_naming_file_and_line_unless_given(tmp_path
     f = write(tmp_path / "latin1.txt", "plain words\ncaf\u00e9 na\u00efve\n".encode("latin-1"))
     with pytest.raises(CorpusError, match=r"latin1.txt:2: not valid utf-8 text \(byte 0xe9 at byte 4 .*--encoding"):
         read_corpus([f], pretokenized=True)
-    assert read_corpus([f], pretokenized=True, encoding="latin-1").types[2:] == ["plain", "words", "caf\u00e9", "na\u00efve"]
+    assert read_corpus([f], pretokenized=True, encoding="latin-1").types[2:] == [
+        "plain",
+        "words",
+        "caf\u00e9",
+        "na\u00efve",
+    ]
     with pytest.raises(CorpusError, match="Unknown text encoding 'klingon'"):
         read_corpus([f], encoding="klingon")
 

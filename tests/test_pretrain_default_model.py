@@ -1,4 +1,5 @@
 """The embedded default biLM loads from the package with no network access and gives ELMo layers."""
+
 from __future__ import annotations
 
 import socket

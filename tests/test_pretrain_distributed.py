@@ -5,6 +5,7 @@ batch and the loss is the token-weighted mean over the global batch, so after 30
 differ only by float32 summation order (measured: ~5e-6 on the largest weight); the bound is the
 issue's 1e-3. Resuming a 1-process checkpoint on 2 processes gives the same model too.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,11 +23,39 @@ from spacy_elmo_mix.bilm import ElmoEmbedder
 from spacy_elmo_mix.cli.pretrain import main as pretrain_main
 from spacy_elmo_mix.pretrain.checkpoint import load_checkpoint
 
-WORDS = (["the cat", "a dog", "my friend", "the old man", "rare zebra"], ["sees", "likes", "finds", "admires"],
-         ["the ball .", "a red house .", "her brother .", "an odd xylophone ."])
-SETTINGS = ["--pretokenized", "--min-count", "1", "--lstm-dim", "32", "--projection-dim", "16", "--filters", "1:8,2:8",
-            "--char-dim", "4", "--dropout", "0", "--batch-tokens", "150", "--lr", "0.01", "--warmup", "2", "--eval-every", "0",
-            "--checkpoint-every", "0", "--no-progress", "--threads", "1"]
+WORDS = (
+    ["the cat", "a dog", "my friend", "the old man", "rare zebra"],
+    ["sees", "likes", "finds", "admires"],
+    ["the ball .", "a red house .", "her brother .", "an odd xylophone ."],
+)
+SETTINGS = [
+    "--pretokenized",
+    "--min-count",
+    "1",
+    "--lstm-dim",
+    "32",
+    "--projection-dim",
+    "16",
+    "--filters",
+    "1:8,2:8",
+    "--char-dim",
+    "4",
+    "--dropout",
+    "0",
+    "--batch-tokens",
+    "150",
+    "--lr",
+    "0.01",
+    "--warmup",
+    "2",
+    "--eval-every",
+    "0",
+    "--checkpoint-every",
+    "0",
+    "--no-progress",
+    "--threads",
+    "1",
+]
 SENTENCES = [["the", "cat", "sees", "an", "odd", "xylophone", "."], ["unseen", "words"]]
 TOLERANCE = 1e-3
 TIMEOUT_S = 300
@@ -37,7 +66,9 @@ def corpus(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("ddp")
     rng = random.Random(0)
     for name, n in (("train.txt", 600), ("heldout.txt", 30)):
-        (folder / name).write_text("\n".join(" ".join(rng.choice(part) for part in WORDS) for _ in range(n)) + "\n", encoding="utf-8")
+        (folder / name).write_text(
+            "\n".join(" ".join(rng.choice(part) for part in WORDS) for _ in range(n)) + "\n", encoding="utf-8"
+        )
     return folder
 
 
@@ -58,8 +89,18 @@ def _args(corpus: Path, out: Path, steps: int, resume: bool = False) -> list:
 
 def torchrun(args: list, nproc: int = 2) -> subprocess.CompletedProcess:
     """``torchrun --standalone --nproc_per_node N -m spacy_elmo_mix pretrain ARGS`` (one thread each)."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
-               "-m", "spacy_elmo_mix", "pretrain", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(nproc),
+        "-m",
+        "spacy_elmo_mix",
+        "pretrain",
+        *args,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
 
@@ -85,7 +126,10 @@ def test_two_processes_train_the_one_process_model(corpus, single):
     assert load_checkpoint(out / "checkpoint.pt")["position"]["step"] == 30
     assert_same_model(single, out)
     # and they moved away from the initialisation (the comparison is not between two untrained models)
-    assert load_checkpoint(out / "checkpoint.pt")["history"]["train"][-1][1] < load_checkpoint(out / "checkpoint.pt")["history"]["train"][0][1] - 0.5
+    assert (
+        load_checkpoint(out / "checkpoint.pt")["history"]["train"][-1][1]
+        < load_checkpoint(out / "checkpoint.pt")["history"]["train"][0][1] - 0.5
+    )
 
 
 def test_resume_on_another_number_of_processes(corpus, single):
@@ -122,11 +166,22 @@ def free_port() -> int:
 
 def test_a_failing_rank_stops_the_others_with_a_clear_message(corpus, tmp_path):
     """Without torchrun's supervision (which would kill them): the other rank notices and stops."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }
     args = _args(corpus, tmp_path / "out", 10)
     ranks = [
-        subprocess.Popen([sys.executable, "-c", RANK_SCRIPT, str(r), *args], env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", RANK_SCRIPT, str(r), *args],
+            env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for r in (0, 1)
     ]
     results = [p.communicate(timeout=TIMEOUT_S) for p in ranks]

@@ -1,5 +1,6 @@
 """The training run of the embedded biLM recorded in ``pretraining/run.json``: the shipped weights
 are exactly its biLM, on the embedded model's vocabulary, and its README reports it truthfully."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -8,11 +9,10 @@ import json
 import pytest
 import torch
 
+from elmo_testing import REPO
 from spacy_elmo_mix.bilm import BiLMOptions, load_bilm
 from spacy_elmo_mix.default_model import DIRECTORY, default_model_files
 from spacy_elmo_mix.pretrain.vocab import Vocabulary
-
-from elmo_testing import REPO
 
 FOLDER = REPO / "pretraining"
 
@@ -63,7 +63,9 @@ def test_a_local_checkpoint_matches_its_record(record, progress):
     """Where the run's checkpoint is present (it is not committed), run.json is its record."""
     checkpoint = FOLDER / record["checkpoint"]["file"]
     if not checkpoint.exists():
-        pytest.skip(f"{checkpoint} is not here (not committed: 46 MB); run.json is checked against the shipped model above")
+        pytest.skip(
+            f"{checkpoint} is not here (not committed: 46 MB); run.json is checked against the shipped model above"
+        )
     from spacy_elmo_mix.pretrain.checkpoint import load_checkpoint
 
     assert progress.record_of(load_checkpoint(checkpoint), checkpoint) == record

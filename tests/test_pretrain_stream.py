@@ -1,4 +1,5 @@
 """Streaming pretraining (``--stream``): same batches on resume, memory bounded as the corpus grows."""
+
 from __future__ import annotations
 
 import random
@@ -18,9 +19,22 @@ from spacy_elmo_mix.pretrain.model import LanguageModel
 from spacy_elmo_mix.pretrain.stream import StreamingData, count_words
 
 TINY = {
-    "lstm": {"dim": 24, "projection_dim": 8, "n_layers": 2, "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
-    "char_cnn": {"activation": "relu", "filters": [[1, 4], [2, 8]], "n_highway": 1, "embedding": {"dim": 4},
-                 "n_characters": 262, "max_characters_per_token": 50},
+    "lstm": {
+        "dim": 24,
+        "projection_dim": 8,
+        "n_layers": 2,
+        "cell_clip": 3,
+        "proj_clip": 3,
+        "use_skip_connections": True,
+    },
+    "char_cnn": {
+        "activation": "relu",
+        "filters": [[1, 4], [2, 8]],
+        "n_highway": 1,
+        "embedding": {"dim": 4},
+        "n_characters": 262,
+        "max_characters_per_token": 50,
+    },
 }
 WORDS = [f"w{i}" for i in range(2000)]
 
@@ -36,7 +50,15 @@ def zipf_corpus(path: Path, n_lines: int, seed: int = 0) -> Path:
 
 def make_trainer(train: Path, heldout: Path, output: Path, **config) -> Trainer:
     data = StreamingData([train], [heldout], max_len=10, pretokenized=True, min_count=1)
-    settings = {"tokens_per_batch": 120, "lr": 1e-2, "warmup_steps": 2, "eval_every": 0, "checkpoint_every": 0, "seed": 3, "dropout": 0.0}
+    settings = {
+        "tokens_per_batch": 120,
+        "lr": 1e-2,
+        "warmup_steps": 2,
+        "eval_every": 0,
+        "checkpoint_every": 0,
+        "seed": 3,
+        "dropout": 0.0,
+    }
     cfg = TrainConfig(**{**settings, **config})
     torch.manual_seed(cfg.seed)
     return Trainer(LanguageModel(BiLMOptions.from_dict(TINY), len(data.vocab), dropout=0.0), data, cfg, output)
@@ -92,12 +114,49 @@ def test_cli_stream_exports_a_loadable_model(tmp_path, capsys):
     train = zipf_corpus(tmp_path / "train.txt", 200)
     heldout = zipf_corpus(tmp_path / "heldout.txt", 20, seed=1)
     out = tmp_path / "out"
-    args = [str(train), "--heldout", str(heldout), "--output", str(out), "--stream", "--pretokenized", "--min-count", "1",
-            "--lstm-dim", "24", "--projection-dim", "8", "--filters", "1:4,2:8", "--char-dim", "4", "--max-steps", "3", "--no-progress"]
+    args = [
+        str(train),
+        "--heldout",
+        str(heldout),
+        "--output",
+        str(out),
+        "--stream",
+        "--pretokenized",
+        "--min-count",
+        "1",
+        "--lstm-dim",
+        "24",
+        "--projection-dim",
+        "8",
+        "--filters",
+        "1:4,2:8",
+        "--char-dim",
+        "4",
+        "--max-steps",
+        "3",
+        "--no-progress",
+    ]
     assert pretrain_main(args) == 0
     assert "unigram" in capsys.readouterr().out
     assert ElmoEmbedder(out / "options.json", out / "weights.hdf5").embed_batch([["w1", "w2"]])[0].shape == (3, 2, 16)
-    assert pretrain_main([str(train), "--heldout", str(heldout), "--output", str(out), "--stream", "--pretokenized", "--resume", "--max-steps", "5", "--no-progress"]) == 0
+    assert (
+        pretrain_main(
+            [
+                str(train),
+                "--heldout",
+                str(heldout),
+                "--output",
+                str(out),
+                "--stream",
+                "--pretokenized",
+                "--resume",
+                "--max-steps",
+                "5",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert load_checkpoint(out / "checkpoint.pt")["position"]["step"] == 5
 
 
@@ -124,6 +183,7 @@ def test_memory_is_bounded_when_streaming_and_grows_in_memory(tmp_path, streamed
             data = reader([path], [], 20, True, 1, 1000)
             for _ in data.epoch_batches(200, seed=0, epoch=0):
                 pass
+
         return run
 
     ratio = peak_bytes(epoch(large)) / peak_bytes(epoch(small))

@@ -1,4 +1,5 @@
 """The training protocols: the spaCy settings they make and how a run's log says it ended."""
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,9 @@ def test_converge_protocol_counts_in_epochs():
     assert "training.patience" not in steps
 
 
-@pytest.mark.parametrize("kwargs", [{"patience_epochs": 0}, {"max_epochs": 0}, {"tokens": "spacy"}, {"batch_sentences": -1}])
+@pytest.mark.parametrize(
+    "kwargs", [{"patience_epochs": 0}, {"max_epochs": 0}, {"tokens": "spacy"}, {"batch_sentences": -1}]
+)
 def test_bad_protocol_settings_fail_loudly(kwargs):
     with pytest.raises(ElmoInputError):
         Protocol(**kwargs)

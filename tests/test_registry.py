@@ -1,5 +1,6 @@
 """Every name this package registers (setup.cfg entry points) resolves in spaCy's registries,
 and importing the plugin stays light."""
+
 from __future__ import annotations
 
 import configparser
@@ -16,7 +17,7 @@ def _entry_points():
     parser = configparser.ConfigParser()
     parser.read(REPO / "setup.cfg")
     for group, body in parser["options.entry_points"].items():
-        for line in filter(None, (l.strip() for l in body.splitlines())):
+        for line in filter(None, (line.strip() for line in body.splitlines())):
             name, target = (part.strip() for part in line.split("=", 1))
             yield group, name, target
 
@@ -47,7 +48,7 @@ def test_registered_name_resolves(group, name, target):
         assert registry.cli.get_all()[name] is expected
         assert [c.callback for c in app.registered_commands if c.name == name] == [expected]
         return
-    assert registry.get(group[len("spacy_"):], name) is expected
+    assert registry.get(group[len("spacy_") :], name) is expected
     assert name.startswith("spacy-elmo-mix.")
     assert name.rsplit(".", 1)[-1].startswith("v")
 

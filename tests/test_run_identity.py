@@ -1,4 +1,5 @@
 """Run identity: the grid reruns runs whose command or input files changed; compare leaves them out."""
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,9 @@ def template(data_file, steps):
 
 
 def grid(results, data_file, steps):
-    return run_grid(["d"], ["s1", "s2"], [1], template(data_file, steps), results_dir=results, max_workers=1, progress=False)
+    return run_grid(
+        ["d"], ["s1", "s2"], [1], template(data_file, steps), results_dir=results, max_workers=1, progress=False
+    )
 
 
 def test_grid_reruns_exactly_the_runs_whose_identity_changed(tmp_path):
@@ -89,8 +92,14 @@ def test_compare_leaves_out_runs_whose_inputs_changed(tmp_path):
     for seed in (1, 2):
         run_dir = tmp_path / "results/runs/conll2003/weighted" / f"seed{seed}"
         run_dir.mkdir(parents=True)
-        metrics = {"dataset": "conll2003", "scheme": "weighted", "seed": seed, "score": 0.9, "metric": "ents_f",
-                   "identity": make_identity("cmd", {}, [data] if seed == 2 else [], seed)}
+        metrics = {
+            "dataset": "conll2003",
+            "scheme": "weighted",
+            "seed": seed,
+            "score": 0.9,
+            "metric": "ents_f",
+            "identity": make_identity("cmd", {}, [data] if seed == 2 else [], seed),
+        }
         (run_dir / "metrics.json").write_text(json.dumps(metrics))
     time.sleep(0.01)
     data.write_bytes(b"v2")
@@ -117,8 +126,13 @@ def test_compare_on_a_missing_results_folder_fails(tmp_path, capsys):
     ],
 )
 def test_run_rejects_bad_settings_before_training(tmp_path, capsys, args, message):
-    base = {"--dataset": "conll2003", "--scheme": "weighted", "--seed": "1", "--output": str(tmp_path / "out"),
-            "--corpus": str(tmp_path)}
+    base = {
+        "--dataset": "conll2003",
+        "--scheme": "weighted",
+        "--seed": "1",
+        "--output": str(tmp_path / "out"),
+        "--corpus": str(tmp_path),
+    }
     base.update(dict(zip(args[::2], args[1::2])))
     argv = ["run"] + [item for pair in base.items() for item in pair]
     with pytest.raises(SystemExit) if args[0] == "--max-steps" or args[1] == "-1" else _no_raise():
@@ -138,7 +152,10 @@ class _no_raise:
     "args,message",
     [
         (["--embed", "hash"], "invalid choice: 'hash'"),
-        (["--embed", "elmo_hash", "--config", "ner.cfg"], "--config ner.cfg names the config itself: leave out --embed elmo_hash"),
+        (
+            ["--embed", "elmo_hash", "--config", "ner.cfg"],
+            "--config ner.cfg names the config itself: leave out --embed elmo_hash",
+        ),
     ],
 )
 def test_run_rejects_bad_embed_settings(tmp_path, capsys, args, message):
@@ -157,8 +174,16 @@ def test_embed_elmo_hash_trains_the_hash_config_and_leaves_the_baseline_alone(ti
     configs = {}
     for scheme in ("weighted", "baseline"):
         metrics = run_one(
-            "conll2003", scheme, 1, tmp_path / scheme, tmp_path / "corpus", options, weights, Protocol(max_steps=2, eval_frequency=1),
-            overrides={"components.ner.model.tok2vec.width": 16} if scheme != "baseline" else {}, embed="elmo_hash",
+            "conll2003",
+            scheme,
+            1,
+            tmp_path / scheme,
+            tmp_path / "corpus",
+            options,
+            weights,
+            Protocol(max_steps=2, eval_frequency=1),
+            overrides={"components.ner.model.tok2vec.width": 16} if scheme != "baseline" else {},
+            embed="elmo_hash",
         )
         recorded = json.loads((tmp_path / scheme / "metrics.json").read_text())["identity"]["settings"]["config"]
         configs[scheme] = (metrics["config"], recorded)

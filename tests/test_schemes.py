@@ -1,4 +1,5 @@
 """Weighting schemes: AllenNLP ScalarMix semantics, the paper's columns, and exact gradients."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,7 +31,9 @@ def test_scalar_mix_matches_allennlp_reference(fixtures_dir):
         np.testing.assert_allclose(y, ref[f"mix_{i}"], atol=1e-5)
 
 
-@pytest.mark.parametrize("name,expected_layers", [("layer1", [0]), ("layer2", [1]), ("layer3", [2]), ("average", [0, 1, 2])])
+@pytest.mark.parametrize(
+    "name,expected_layers", [("layer1", [0]), ("layer2", [1]), ("layer3", [2]), ("average", [0, 1, 2])]
+)
 def test_fixed_paper_schemes(name, expected_layers):
     X = _layers(0)
     mix = _init(build_paper_scheme(name), X)
@@ -85,7 +88,9 @@ def _numeric_check(model, X, names):
 @pytest.mark.parametrize("layer_norm", [False, True])
 def test_scalar_mix_gradients(layer_norm):
     X = _layers(2)
-    mix = _init(build_scalar_mix(initial_weights=[0.2, 0.5, 0.3], layers=[0, 1, 2], gamma=0.7, layer_norm=layer_norm), X)
+    mix = _init(
+        build_scalar_mix(initial_weights=[0.2, 0.5, 0.3], layers=[0, 1, 2], gamma=0.7, layer_norm=layer_norm), X
+    )
     _numeric_check(mix, X, ["s", "gamma"])
 
 

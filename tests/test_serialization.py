@@ -3,6 +3,7 @@ before and after initialize, with the biLM stored inside (no original files need
 
 The layer cache is off here: outputs are compared bit for bit, and a cached sentence computed in
 another batch may differ in the last float32 bits."""
+
 from __future__ import annotations
 
 import shutil
@@ -29,7 +30,9 @@ CONFIG_NAMES = ["ner.cfg", "ner_elmo_hash.cfg"]
 @pytest.fixture(params=CONFIG_NAMES)
 def trained(tiny_model_files, data_dir, request):
     fix_random_seed(0)
-    nlp = spacy.util.load_model_from_config(small_config(request.param, *tiny_model_files, scheme="weighted", cache_memory_mb=0), auto_fill=True)
+    nlp = spacy.util.load_model_from_config(
+        small_config(request.param, *tiny_model_files, scheme="weighted", cache_memory_mb=0), auto_fill=True
+    )
     examples = conll_examples(data_dir / "conll2003" / "train.txt", 8, nlp)
     nlp.initialize(lambda: examples)
     for _ in range(3):
@@ -40,7 +43,10 @@ def trained(tiny_model_files, data_dir, request):
 def _assert_same(nlp_a, nlp_b, texts):
     for a, b in zip(_ner_scores(nlp_a, texts), _ner_scores(nlp_b, texts)):
         np.testing.assert_array_equal(a, b)
-    ents = lambda nlp: [[(e.start, e.end, e.label_) for e in d.ents] for d in nlp.pipe(texts)]
+
+    def ents(nlp):
+        return [[(e.start, e.end, e.label_) for e in d.ents] for d in nlp.pipe(texts)]
+
     assert ents(nlp_a) == ents(nlp_b)
 
 
@@ -86,7 +92,12 @@ def test_round_trip_before_initialize(tiny_model_files, data_dir, tmp_path, conf
 
 
 def test_elmo_alone_round_trip(tiny_model_files, tmp_path):
-    scheme = {"@layers": "spacy-elmo-mix.ScalarMix.v1", "layers": [1, 2], "initial_weights": [0.25, 0.75], "trainable": False}
+    scheme = {
+        "@layers": "spacy-elmo-mix.ScalarMix.v1",
+        "layers": [1, 2],
+        "initial_weights": [0.25, 0.75],
+        "trainable": False,
+    }
     nlp = elmo_only_nlp(tiny_model_files, scheme)
     nlp.to_disk(tmp_path / "elmo_only")
     loaded = spacy.load(tmp_path / "elmo_only")

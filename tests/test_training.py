@@ -1,4 +1,5 @@
 """End to end: ``spacy debug config`` and short ``spacy train`` runs with the shipped configs."""
+
 from __future__ import annotations
 
 import json
@@ -74,7 +75,9 @@ def test_debug_config_passes(config_name, tiny_model_files, corpora):
     args = [f"--{k}={v}" for k, v in overrides.items()]
     result = subprocess.run(
         [sys.executable, "-m", "spacy", "debug", "config", str(CONFIGS / config_name), *args],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Config is valid" in result.stdout
@@ -97,7 +100,9 @@ def test_short_training_run_learns(config_name, tiny_model_files, corpora, tmp_p
     # The saved pipeline loads and reports the same learned weights.
     result = subprocess.run(
         [sys.executable, "-m", "spacy_elmo_mix", "weights", str(tmp_path / "out" / "model-last"), "--json"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)[task][0]["weights"] == pytest.approx(mix["weights"], abs=1e-6)

@@ -1,5 +1,6 @@
 """The project's ``demo`` workflow, end to end on a tiny slice (what ``make demo`` runs, shrunk), run
 outside the checkout as from an installed package (the packaged project.yml is copied to a new folder)."""
+
 from __future__ import annotations
 
 import json
@@ -55,7 +56,16 @@ def test_demo_workflow_runs_end_to_end(tiny_model_files, data_dir, tmp_path):
 
 
 def test_demo_names_the_data_it_needs(tmp_path):
-    command = [sys.executable, "-m", "spacy_elmo_mix", "demo", "--project-dir", str(tmp_path / "p"), "--vars.data_dir", str(tmp_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "spacy_elmo_mix",
+        "demo",
+        "--project-dir",
+        str(tmp_path / "p"),
+        "--vars.data_dir",
+        str(tmp_path),
+    ]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "the demo needs the conll2003 data set" in result.stderr and "train.txt" in result.stderr

@@ -1,4 +1,5 @@
 """The README's recipe: compare schemes on your own 2-column NER data set with one `spacy project run`."""
+
 from __future__ import annotations
 
 import itertools
@@ -14,7 +15,9 @@ def _two_columns(source, target, skip, n_lines):
     """Token<TAB>tag lines from a CoNLL-2003 file (its first and last columns)."""
     with open(source, encoding="utf-8") as handle:
         lines = itertools.islice(handle, skip, skip + n_lines)
-        out = ["\t".join(line.split()[::3]) if line.strip() else "" for line in lines if not line.startswith("-DOCSTART-")]
+        out = [
+            "\t".join(line.split()[::3]) if line.strip() else "" for line in lines if not line.startswith("-DOCSTART-")
+        ]
     target.write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
@@ -28,9 +31,18 @@ def test_own_data_set_workflow(tiny_model_files, data_dir, tmp_path):
     shutil.copyfile(PACKAGED_PROJECT, project / "project.yml")
     options, weights = tiny_model_files
     values = {
-        "own_dataset": "bio", "own_dir": str(data), "own_train": "Genia4ERtask2.iob2", "own_dev": "sampletest.dev",
-        "own_test": "Genia4EReval2.iob2", "own_schemes": "average baseline", "own_seeds": "1", "own_max_steps": "6",
-        "eval_frequency": "3", "elmo_options": str(options), "elmo_weights": str(weights), "cache_dir": str(tmp_path / "cache"),
+        "own_dataset": "bio",
+        "own_dir": str(data),
+        "own_train": "Genia4ERtask2.iob2",
+        "own_dev": "sampletest.dev",
+        "own_test": "Genia4EReval2.iob2",
+        "own_schemes": "average baseline",
+        "own_seeds": "1",
+        "own_max_steps": "6",
+        "eval_frequency": "3",
+        "elmo_options": str(options),
+        "elmo_weights": str(weights),
+        "cache_dir": str(tmp_path / "cache"),
     }
     command = [sys.executable, "-m", "spacy", "project", "run", "own", str(project)]
     command += [arg for name, value in values.items() for arg in (f"--vars.{name}", value)]

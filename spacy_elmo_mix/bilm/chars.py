@@ -5,6 +5,7 @@ Each token becomes ``max_characters_per_token`` ids: begin-of-word, its UTF-8 by
 marks a padded (absent) token. The sentence markers ``<S>`` and ``</S>`` have reserved ids; like
 AllenNLP, a token whose text is literally ``<S>`` or ``</S>`` maps to them too.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -1,4 +1,5 @@
 """``ElmoEmbedder``: the AllenNLP-style public API for computing ELMo layers of token lists."""
+
 from __future__ import annotations
 
 from typing import Iterable, Iterator, List, Optional, Sequence
@@ -125,7 +126,9 @@ def _check_sentence(sentence: Sequence[str], index: int) -> List[str]:
     try:
         tokens = list(sentence)
     except TypeError:
-        raise ElmoInputTypeError(f"sentence {index} is {type(sentence).__name__} {sentence!r}, expected a list of str tokens") from None
+        raise ElmoInputTypeError(
+            f"sentence {index} is {type(sentence).__name__} {sentence!r}, expected a list of str tokens"
+        ) from None
     for j, token in enumerate(tokens):
         if not isinstance(token, str):
             raise ElmoInputTypeError(f"sentence {index}, token {j} is {type(token).__name__} {token!r}, expected str")

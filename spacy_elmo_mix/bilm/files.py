@@ -8,6 +8,7 @@ has no timeout (a server that accepts and never answers hangs it forever) and re
 The limit is ``DEFAULT_TIMEOUT`` seconds, or the ``SPACY_ELMO_MIX_DOWNLOAD_TIMEOUT`` environment
 variable, or ``timeout=`` of :func:`resolve_path`.
 """
+
 from __future__ import annotations
 
 import logging

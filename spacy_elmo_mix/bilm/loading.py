@@ -1,4 +1,5 @@
 """Building a :class:`BiLM` from ``options.json`` + ``weights.hdf5`` (paths or URLs), and saving one."""
+
 from __future__ import annotations
 
 from pathlib import Path

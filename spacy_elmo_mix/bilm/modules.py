@@ -14,6 +14,7 @@ The two directions never mix (each layer reads its own direction's layer below):
 torch threads the forward and backward stacks run at the same time, each on half of the threads (see ``BiLM.concurrent_directions``), because one recurrent step's
 small matrix product cannot use a second core well.
 """
+
 from __future__ import annotations
 
 import threading
@@ -60,9 +61,7 @@ class CharCNN(nn.Module):
         self.char_embedding = nn.Parameter(torch.empty(262, opts.char_embedding_dim).uniform_(-1, 1))
         with torch.no_grad():
             self.char_embedding[0].zero_()
-        self.convolutions = nn.ModuleList(
-            nn.Conv1d(opts.char_embedding_dim, n, kernel_size=w) for w, n in opts.filters
-        )
+        self.convolutions = nn.ModuleList(nn.Conv1d(opts.char_embedding_dim, n, kernel_size=w) for w, n in opts.filters)
         self.highways = nn.ModuleList(Highway(opts.n_filters) for _ in range(opts.n_highway))
         self.projection = nn.Linear(opts.n_filters, output_dim)
         self.activation = torch.relu if opts.activation == "relu" else torch.tanh
@@ -100,7 +99,7 @@ class LSTMLayer(nn.Module):
         self.bias = nn.Parameter(torch.zeros(4 * dim))
         self.w_projection = nn.Parameter(torch.empty(proj, dim))
         for w in (self.w_input, self.w_recurrent, self.w_projection):
-            nn.init.uniform_(w, -(1.0 / w.shape[1]) ** 0.5, (1.0 / w.shape[1]) ** 0.5)
+            nn.init.uniform_(w, -((1.0 / w.shape[1]) ** 0.5), (1.0 / w.shape[1]) ** 0.5)
         forget = torch.zeros(4 * dim)
         forget[2 * dim : 3 * dim] = 1.0
         self.register_buffer("forget_bias", forget, persistent=False)
@@ -271,8 +270,7 @@ class BiLM(nn.Module):
         self.char_cnn = CharCNN(options.char_cnn, lstm.projection_dim)
         # stacks[0] reads left to right, stacks[1] right to left; layers never mix directions.
         self.stacks = nn.ModuleList(
-            nn.ModuleList(LSTMLayer(lstm.projection_dim, lstm) for _ in range(lstm.n_layers))
-            for _direction in range(2)
+            nn.ModuleList(LSTMLayer(lstm.projection_dim, lstm) for _ in range(lstm.n_layers)) for _direction in range(2)
         )
         markers = torch.from_numpy(sentence_markers(options.char_cnn.max_characters_per_token))
         self.register_buffer("markers", markers, persistent=False)
@@ -305,7 +303,8 @@ class BiLM(nn.Module):
         reverse = _reversal_permutation(packed.batch_sizes, lengths.to("cpu", torch.int64) + 2).to(tokens.device)
         both = _run_concurrently if self.concurrent_directions and torch.get_num_threads() > 1 else _run_in_turn
         forward_outs, backward_outs = both(
-            lambda: self._run_stack(0, tokens, batch_sizes, top), lambda: self._run_stack(1, tokens[reverse], batch_sizes, top)
+            lambda: self._run_stack(0, tokens, batch_sizes, top),
+            lambda: self._run_stack(1, tokens[reverse], batch_sizes, top),
         )
         layers = [torch.cat([tokens, tokens], dim=-1)]
         layers += [torch.cat([f, b[reverse]], dim=-1) for f, b in zip(forward_outs, backward_outs)]

@@ -1,10 +1,11 @@
 """Typed, validated view of an ELMo ``options.json`` (bilm-tf / AllenNLP format)."""
+
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, Tuple, Union
 
 from ..errors import ElmoFileError
 
@@ -72,15 +73,15 @@ class BiLMOptions:
 
     def to_json_dict(self) -> Dict[str, Any]:
         """The ``options.json`` dictionary, in the layout bilm-tf and AllenNLP read."""
-        c, l = self.char_cnn, self.lstm
+        c, lstm = self.char_cnn, self.lstm
         return {
             "lstm": {
-                "dim": l.dim,
-                "projection_dim": l.projection_dim,
-                "n_layers": l.n_layers,
-                "cell_clip": l.cell_clip,
-                "proj_clip": l.proj_clip,
-                "use_skip_connections": l.use_skip_connections,
+                "dim": lstm.dim,
+                "projection_dim": lstm.projection_dim,
+                "n_layers": lstm.n_layers,
+                "cell_clip": lstm.cell_clip,
+                "proj_clip": lstm.proj_clip,
+                "use_skip_connections": lstm.use_skip_connections,
             },
             "char_cnn": {
                 "activation": c.activation,
@@ -96,15 +97,43 @@ class BiLMOptions:
     def from_dict(cls, data: Any, source: str = "<options>") -> "BiLMOptions":
         """Validate a parsed ``options.json``; errors name ``source`` and the key at fault."""
         reader = _Reader(source)
-        top = reader.section(data, "", {"lstm", "char_cnn"}, optional={"bidirectional", "dropout", "all_clip_norm_val", "n_epochs", "n_train_tokens", "batch_size", "n_tokens_vocab", "unroll_steps", "n_negative_samples_batch"})
-        lstm = reader.section(top["lstm"], "lstm", {"dim", "projection_dim", "n_layers"}, optional={"cell_clip", "proj_clip", "use_skip_connections"})
-        cnn = reader.section(top["char_cnn"], "char_cnn", {"filters", "n_highway", "embedding", "n_characters", "max_characters_per_token", "activation"})
+        top = reader.section(
+            data,
+            "",
+            {"lstm", "char_cnn"},
+            optional={
+                "bidirectional",
+                "dropout",
+                "all_clip_norm_val",
+                "n_epochs",
+                "n_train_tokens",
+                "batch_size",
+                "n_tokens_vocab",
+                "unroll_steps",
+                "n_negative_samples_batch",
+            },
+        )
+        lstm = reader.section(
+            top["lstm"],
+            "lstm",
+            {"dim", "projection_dim", "n_layers"},
+            optional={"cell_clip", "proj_clip", "use_skip_connections"},
+        )
+        cnn = reader.section(
+            top["char_cnn"],
+            "char_cnn",
+            {"filters", "n_highway", "embedding", "n_characters", "max_characters_per_token", "activation"},
+        )
         emb = reader.section(cnn["embedding"], "char_cnn.embedding", {"dim"})
         filters = cnn["filters"]
-        if not isinstance(filters, list) or not filters or not all(
-            isinstance(f, list) and len(f) == 2 and all(_is_int(v) and v > 0 for v in f) for f in filters
+        if (
+            not isinstance(filters, list)
+            or not filters
+            or not all(isinstance(f, list) and len(f) == 2 and all(_is_int(v) and v > 0 for v in f) for f in filters)
         ):
-            raise reader.error("char_cnn.filters", filters, "a non-empty list of [width, n_filters] pairs of positive integers")
+            raise reader.error(
+                "char_cnn.filters", filters, "a non-empty list of [width, n_filters] pairs of positive integers"
+            )
         char_cnn = CharCNNOptions(
             filters=tuple((int(w), int(n)) for w, n in filters),
             n_highway=reader.integer(cnn, "char_cnn.n_highway", minimum=0),
@@ -115,7 +144,11 @@ class BiLMOptions:
         )
         width = max(w for w, _ in char_cnn.filters)
         if width > char_cnn.max_characters_per_token:
-            raise reader.error("char_cnn.filters", filters, f"filter widths of at most max_characters_per_token ({char_cnn.max_characters_per_token})")
+            raise reader.error(
+                "char_cnn.filters",
+                filters,
+                f"filter widths of at most max_characters_per_token ({char_cnn.max_characters_per_token})",
+            )
         lstm_opts = LSTMOptions(
             dim=reader.integer(lstm, "lstm.dim", minimum=1),
             projection_dim=reader.integer(lstm, "lstm.projection_dim", minimum=1),
@@ -169,7 +202,9 @@ class _Reader:
     def section(self, data: Any, name: str, required: set, optional: set = frozenset()) -> Dict[str, Any]:
         where = f"section '{name}'" if name else "the top level"
         if not isinstance(data, dict):
-            raise ElmoFileError(f"Invalid ELMo options in {self.source}: {where} must be a JSON object, found {type(data).__name__}")
+            raise ElmoFileError(
+                f"Invalid ELMo options in {self.source}: {where} must be a JSON object, found {type(data).__name__}"
+            )
         missing = sorted(required - data.keys())
         if missing:
             keys = ", ".join(f"'{name + '.' if name else ''}{k}'" for k in missing)

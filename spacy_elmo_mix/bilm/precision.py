@@ -5,6 +5,7 @@ bfloat16 only pays where the hardware multiplies it natively: on CPUs without bf
 times *slower* than in float32 (3.2x on an AVX2 EPYC, full-size model). ``auto`` picks bfloat16 only
 where it is native; an explicit ``bfloat16`` elsewhere is honoured but warned about, once.
 """
+
 from __future__ import annotations
 
 import platform
@@ -34,7 +35,9 @@ def cpu_flags(cpuinfo: Union[str, Path] = "/proc/cpuinfo") -> FrozenSet[str]:
     return frozenset()
 
 
-def native_bf16_reason(device: Union[str, torch.device] = "cpu", flags: Optional[FrozenSet[str]] = None) -> Optional[str]:
+def native_bf16_reason(
+    device: Union[str, torch.device] = "cpu", flags: Optional[FrozenSet[str]] = None
+) -> Optional[str]:
     """``None`` when ``device`` runs bfloat16 matrix products natively, else why not (one phrase).
 
     device: the torch device the biLM runs on. flags: the CPU flags (default: :func:`cpu_flags`).
@@ -51,7 +54,9 @@ def native_bf16_reason(device: Union[str, torch.device] = "cpu", flags: Optional
     )
 
 
-def resolve_compute_dtype(name: str, device: Union[str, torch.device] = "cpu", flags: Optional[FrozenSet[str]] = None) -> torch.dtype:
+def resolve_compute_dtype(
+    name: str, device: Union[str, torch.device] = "cpu", flags: Optional[FrozenSet[str]] = None
+) -> torch.dtype:
     """The torch dtype for the setting ``name`` (``float32``, ``bfloat16`` or ``auto``) on ``device``.
 
     ``auto``: bfloat16 where native (see :func:`native_bf16_reason`), float32 elsewhere. An explicit

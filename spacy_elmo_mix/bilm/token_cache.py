@@ -5,6 +5,7 @@ it in later batches (AllenNLP measured 34-36% faster CPU inference with such a c
 are the ones computed earlier; computed afresh in another batch they may differ in the last float32
 bit (GEMM grouping).
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict

@@ -10,6 +10,7 @@ Dataset names and shapes (``P`` = projection_dim, ``C`` = lstm.dim, ``F`` = tota
   gates i, j, f, o), ``B [4C]`` (forget bias without the +1), ``W_P_0 [C, P]``; d = 0 forward, 1
   backward. One-layer files written by bilm-tf without ``MultiRNNCell`` (``RNN_d/RNN/LSTMCell``) load too.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -19,8 +20,8 @@ from typing import Dict, Iterator, List, Tuple, Union
 import numpy as np
 import torch
 
-from ..errors import ElmoFileError
 from ..atomic import atomic_write
+from ..errors import ElmoFileError
 from .modules import BiLM
 
 N_CHAR_ROWS = 261
@@ -55,8 +56,8 @@ def _tf_arrays(model: BiLM) -> Iterator[Tuple[str, np.ndarray]]:
     yield "CNN_proj/W_proj", a(cnn.projection.weight).T
     yield "CNN_proj/b_proj", a(cnn.projection.bias)
     for d, stack in enumerate(model.stacks):
-        for l, layer in enumerate(stack):
-            prefix = f"RNN_{d}/RNN/MultiRNNCell/Cell{l}/LSTMCell"
+        for k, layer in enumerate(stack):
+            prefix = f"RNN_{d}/RNN/MultiRNNCell/Cell{k}/LSTMCell"
             yield f"{prefix}/W_0", np.concatenate([a(layer.w_input).T, a(layer.w_recurrent).T])
             yield f"{prefix}/B", a(layer.bias)
             yield f"{prefix}/W_P_0", a(layer.w_projection).T
@@ -89,7 +90,9 @@ def load_weights(model: BiLM, path: Union[str, Path]) -> None:
     except FileNotFoundError:
         raise ElmoFileError(f"ELMo weight file not found: {path}") from None
     except OSError as exc:
-        raise ElmoFileError(f"ELMo weight file {path} is not a readable HDF5 file (truncated or corrupt?): {exc}") from None
+        raise ElmoFileError(
+            f"ELMo weight file {path} is not a readable HDF5 file (truncated or corrupt?): {exc}"
+        ) from None
     with f:
         expected = dict(_tf_arrays(model))
         arrays: Dict[str, np.ndarray] = {}
@@ -121,7 +124,10 @@ def _check_unused(path: Path, unused: List[str]) -> None:
             f"{' ...' if len(bilm) > 8 else ''} (options and weights disagree: check n_highway, filters, n_layers)"
         )
     if unused:
-        warnings.warn(f"ELMo weight file {path}: ignoring datasets that are not part of the biLM: {', '.join(unused[:8])}", stacklevel=3)
+        warnings.warn(
+            f"ELMo weight file {path}: ignoring datasets that are not part of the biLM: {', '.join(unused[:8])}",
+            stacklevel=3,
+        )
 
 
 def _found_name(f, name: str) -> str:
@@ -138,7 +144,9 @@ def _read_dataset(f, path: Path, name: str, shape: Tuple[int, ...]) -> np.ndarra
 
     found = _found_name(f, name)
     if found not in f or not isinstance(f[found], h5py.Dataset):
-        raise ElmoFileError(f"ELMo weight file {path} has no dataset '{name}' (options and weights disagree, or the file is incomplete)")
+        raise ElmoFileError(
+            f"ELMo weight file {path} has no dataset '{name}' (options and weights disagree, or the file is incomplete)"
+        )
     dataset = f[found]
     if tuple(dataset.shape) != tuple(shape):
         raise ElmoFileError(
@@ -146,11 +154,15 @@ def _read_dataset(f, path: Path, name: str, shape: Tuple[int, ...]) -> np.ndarra
             f"expected {tuple(shape)} from the options"
         )
     if dataset.dtype.kind != "f":
-        raise ElmoFileError(f"ELMo weight file {path}: dataset '{found}' holds {dataset.dtype} values, expected floating point")
+        raise ElmoFileError(
+            f"ELMo weight file {path}: dataset '{found}' holds {dataset.dtype} values, expected floating point"
+        )
     try:
         array = np.asarray(dataset[...], dtype=np.float32)
     except (OSError, ValueError, TypeError) as exc:
-        raise ElmoFileError(f"ELMo weight file {path}: cannot read dataset '{found}' (truncated or corrupt?): {exc}") from None
+        raise ElmoFileError(
+            f"ELMo weight file {path}: cannot read dataset '{found}' (truncated or corrupt?): {exc}"
+        ) from None
     _check_plausible(array, path, found)
     return array
 
@@ -162,7 +174,9 @@ def _check_plausible(array: np.ndarray, path: Path, name: str) -> None:
     inside it. The message gives the first bad value and its index (damaged bytes, not a model).
     """
     if not np.isfinite(array).all():
-        raise ElmoFileError(f"ELMo weight file {path}: dataset '{name}' contains NaN or infinite values (a damaged file?)")
+        raise ElmoFileError(
+            f"ELMo weight file {path}: dataset '{name}' contains NaN or infinite values (a damaged file?)"
+        )
     magnitude = np.abs(array)
     if array.size and magnitude.max() > MAX_ABS_WEIGHT:
         index = np.unravel_index(int(np.argmax(magnitude > MAX_ABS_WEIGHT)), array.shape)
@@ -190,8 +204,8 @@ def _assign(model: BiLM, arrays: Dict[str, np.ndarray]) -> None:
         cnn.projection.weight.copy_(t(arrays["CNN_proj/W_proj"].T))
         cnn.projection.bias.copy_(t(arrays["CNN_proj/b_proj"]))
         for d, stack in enumerate(model.stacks):
-            for l, layer in enumerate(stack):
-                p = f"RNN_{d}/RNN/MultiRNNCell/Cell{l}/LSTMCell"
+            for k, layer in enumerate(stack):
+                p = f"RNN_{d}/RNN/MultiRNNCell/Cell{k}/LSTMCell"
                 w = arrays[f"{p}/W_0"].T
                 n_in = layer.w_input.shape[1]
                 layer.w_input.copy_(t(w[:, :n_in]))

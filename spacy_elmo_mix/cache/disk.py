@@ -16,6 +16,7 @@ files ``shard-NNNNNN.idx`` (see :mod:`.index`) and a ``lock`` file.
   and every entry already on disk valid, set :attr:`DiskTier.write_error` and warn once; from then on
   the tier is read-only for this process.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -12,6 +12,7 @@
 An index is only ever replaced whole (temporary file, fsync, rename), so readers see the old or the
 new version, never a mix. A shard's index lists only entries whose bytes were written and synced.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -80,7 +81,12 @@ def write_index(path: Path, records: np.ndarray, width: int, n_layers_total: int
     """
     body = records.tobytes()
     header = HEADER.pack(
-        MAGIC, width, n_layers_total, DTYPE_CODES[dtype_name], 0, len(records),
+        MAGIC,
+        width,
+        n_layers_total,
+        DTYPE_CODES[dtype_name],
+        0,
+        len(records),
         hashlib.blake2b(body, digest_size=16).digest(),
     )
     with atomic_write(path, durable=True) as tmp:

@@ -1,4 +1,5 @@
 """Model fingerprints and token-sequence keys of the layer cache."""
+
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,5 @@
 """The in-memory tier of the layer cache: stored entries in least-recently-used order under a byte budget."""
+
 from __future__ import annotations
 
 from collections import OrderedDict

@@ -9,6 +9,7 @@ cache's dtype made of ``k + 1`` blocks, in order:
 
 Layers ``0..t`` are therefore a prefix of the entry, so a request for fewer layers reads fewer bytes.
 """
+
 from __future__ import annotations
 
 from typing import List
@@ -38,9 +39,7 @@ def encode(layers: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """
     half = layers.shape[2] // 2
     if not np.array_equal(layers[0, :, :half], layers[0, :, half:]):
-        raise ValueError(
-            "layer 0 is not an ELMo token layer (its two halves differ); the cache stores it once"
-        )
+        raise ValueError("layer 0 is not an ELMo token layer (its two halves differ); the cache stores it once")
     if dtype == np.float16 and layers.size and float(np.abs(layers).max()) > FLOAT16_MAX:
         raise ValueError("layer values exceed the float16 range; use a float32 cache")
     flat = np.empty(sum(block_sizes(layers.shape[1], layers.shape[0], layers.shape[2])), dtype=dtype)

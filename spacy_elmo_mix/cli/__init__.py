@@ -3,6 +3,7 @@
 Every command's parser uses :class:`HelpFormatter` and :func:`description`, so that each ``--help``
 reads alike: the module docstring as the description, and the default of every option that has one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,11 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         help_ = action.help or ""
         default = action.default
-        unset = default is None or default is False or default is argparse.SUPPRESS or (
-            isinstance(default, (list, tuple)) and not default
+        unset = (
+            default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or (isinstance(default, (list, tuple)) and not default)
         )
         if unset or not action.option_strings or "%(default)" in help_:
             return help_

@@ -11,6 +11,7 @@ cache directory then does no biLM work; the defaults are those of the shipped co
 storage and compute, ``max_length`` 256, all layers), so ``--initialize.components.elmo.cache_dir``
 is the only override training needs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,7 +52,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         error = fill(cache, sentences, top_layer, compute, args.batch_size)
     except ValueError as exc:  # layers the stored dtype cannot hold (beyond the float16 range)
-        raise ElmoInputError(f"{args.cache_dir}: cannot cache these layers as {args.dtype}: {exc} (--dtype float32)") from exc
+        raise ElmoInputError(
+            f"{args.cache_dir}: cannot cache these layers as {args.dtype}: {exc} (--dtype float32)"
+        ) from exc
     print(summary(cache, sentences, top_layer))
     if args.report and not error:
         write_report(args.report, cache, args.corpora, sentences, top_layer)
@@ -73,21 +76,28 @@ def _parser() -> argparse.ArgumentParser:
         "--lang", default="en", help="the language of the training pipelines' tokenizer (the configs' nlp.lang)"
     )
     parser.add_argument(
-        "--gold-preproc", action="store_true",
+        "--gold-preproc",
+        action="store_true",
         help="read the corpora as a config with gold_preproc = true does (stored tokens and sentences)",
     )
     parser.add_argument("--top-layer", type=int, default=None, help="cache layers 0..K only (default: all)")
     parser.add_argument(
-        "--dtype", choices=["float16", "float32"], default="float32",
+        "--dtype",
+        choices=["float16", "float32"],
+        default="float32",
         help="stored precision: the cache_dtype of the pipelines that will read the cache (default: %(default)s, "
         "as in the shipped configs; float16 halves the space, then train with cache_dtype float16)",
     )
     parser.add_argument(
-        "--compute-dtype", choices=["float32", "bfloat16", "auto"], default="float32",
+        "--compute-dtype",
+        choices=["float32", "bfloat16", "auto"],
+        default="float32",
         help="the biLM's compute precision: the compute_dtype of the pipelines that will read the cache",
     )
     parser.add_argument(
-        "--report", type=Path, help="also write a JSON summary here (the corpora's sha256, the cache folder, counts): "
+        "--report",
+        type=Path,
+        help="also write a JSON summary here (the corpora's sha256, the cache folder, counts): "
         "a workflow's output that changes only when what was cached changes",
     )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per biLM batch")
@@ -128,7 +138,9 @@ def unique_sentences(
         except Exception as exc:  # msgpack/zlib raise many types for a damaged file
             raise ElmoFileError(f"cannot read the corpus {path}: {exc}") from exc
         if not docs:
-            raise ElmoInputError(f"{path}: no docs found (expected a .spacy file or a folder of them, as `spacy convert` writes)")
+            raise ElmoInputError(
+                f"{path}: no docs found (expected a .spacy file or a folder of them, as `spacy convert` writes)"
+            )
         for doc in docs:
             seen.update(tuple(tokens) for tokens in sentence_token_lists(doc, max_length))
     return [list(tokens) for tokens in sorted(seen, key=lambda tokens: (len(tokens), tokens))]

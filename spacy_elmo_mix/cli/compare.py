@@ -9,6 +9,7 @@ error. The table is printed at the end. Example::
 
     python -m spacy_elmo_mix compare --results results --seeds 1 2 3 4 5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,10 +26,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         prog="python -m spacy_elmo_mix compare", description=description(__doc__), formatter_class=HelpFormatter
     )
     parser.add_argument("--results", type=Path, default=Path("results"), help="the results folder")
-    parser.add_argument("--datasets", nargs="+", help="the datasets to tabulate; runs of others are not read (default: all found)")
+    parser.add_argument(
+        "--datasets", nargs="+", help="the datasets to tabulate; runs of others are not read (default: all found)"
+    )
     parser.add_argument("--schemes", nargs="+", help="the schemes to tabulate (default: all found)")
     parser.add_argument("--seeds", nargs="+", type=int, help="the seeds to tabulate (default: all found)")
-    parser.add_argument("--alpha", type=float, default=0.01, help="significance level (default: %(default)s, as in the paper)")
+    parser.add_argument(
+        "--alpha", type=float, default=0.01, help="significance level (default: %(default)s, as in the paper)"
+    )
     args = parser.parse_args(argv)
     if not 0.0 < args.alpha < 1.0:
         parser.error(f"--alpha must be a significance level between 0 and 1, got {args.alpha}")

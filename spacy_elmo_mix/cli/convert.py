@@ -19,6 +19,7 @@ Examples::
     python -m spacy_elmo_mix convert jnlpba data/jnlpba corpus/jnlpba --format columns --task ner \\
         --train Genia4ERtask2.iob2 --dev dev.tsv --test Genia4EReval2.iob2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,17 +39,29 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("dataset", help="a built-in data set (conll2003, wnut16, conll2000, ud_ewt) or your own's name")
     parser.add_argument("input", type=Path, help="the data set's folder, or one of its files")
     parser.add_argument("output", type=Path, help="output folder (folder input) or .spacy file (file input)")
-    parser.add_argument("--max-sentences", type=int, help="keep the first N sentences of each file (quick runs; 0 = all)")
-    parser.add_argument("--limit-train", type=int, help="keep the first N training sentences (the paper: 500 for POS; 0 = all)")
-    parser.add_argument("--scheme", choices=SCHEMES, default="auto", help="span tags: auto (detect), iob1, iob2 (BIO, strict) or bilou")
+    parser.add_argument(
+        "--max-sentences", type=int, help="keep the first N sentences of each file (quick runs; 0 = all)"
+    )
+    parser.add_argument(
+        "--limit-train", type=int, help="keep the first N training sentences (the paper: 500 for POS; 0 = all)"
+    )
+    parser.add_argument(
+        "--scheme", choices=SCHEMES, default="auto", help="span tags: auto (detect), iob1, iob2 (BIO, strict) or bilou"
+    )
     parser.add_argument("--encoding", default="utf-8", help="the input's text encoding (a BOM is dropped)")
     own = parser.add_argument_group("your own data set (these also override a built-in one's settings)")
-    own.add_argument("--datasets-file", type=Path, help="a JSON file of data set descriptions (see spacy_elmo_mix/configs/datasets.json)")
+    own.add_argument(
+        "--datasets-file",
+        type=Path,
+        help="a JSON file of data set descriptions (see spacy_elmo_mix/configs/datasets.json)",
+    )
     own.add_argument("--format", choices=FORMATS, help="columns (one token per line) or conllu")
     own.add_argument("--task", choices=TASKS, help="ner (span tags -> entities) or tagger (tag -> token.tag_)")
     own.add_argument("--token-column", type=int, help="1-based column of the token (default: 1)")
     own.add_argument("--tag-column", type=int, help="1-based column of the tag (default or 0: the last)")
-    own.add_argument("--separator", choices=sorted(SEPARATORS), help="column separator (default: whitespace, i.e. spaces and tabs)")
+    own.add_argument(
+        "--separator", choices=sorted(SEPARATORS), help="column separator (default: whitespace, i.e. spaces and tabs)"
+    )
     for split in ("train", "dev", "test"):
         own.add_argument(f"--{split}", metavar="FILE", help=f"the {split} file's name (or glob, or path) in INPUT")
     args = parser.parse_args(argv)
@@ -60,16 +73,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     except LookupError:
         parser.error(f"--encoding {args.encoding!r}: not an encoding Python knows")
     if args.input.is_file() and (args.limit_train is not None or args.train or args.dev or args.test):
-        parser.error("--limit-train and --train/--dev/--test apply to a data set's folder; for one file use --max-sentences")
+        parser.error(
+            "--limit-train and --train/--dev/--test apply to a data set's folder; for one file use --max-sentences"
+        )
     files = {s: getattr(args, s) for s in ("train", "dev", "test")}
     spec = resolve_dataset(
-        args.dataset, args.datasets_file, format=args.format, task=args.task, token_column=args.token_column,
-        tag_column=args.tag_column or None, separator=args.separator,
+        args.dataset,
+        args.datasets_file,
+        format=args.format,
+        task=args.task,
+        token_column=args.token_column,
+        tag_column=args.tag_column or None,
+        separator=args.separator,
     )
     if any(files.values()):
         spec = replace(spec, files={split: files[split] or spec.files[split] for split in files})
     if args.input.is_dir():
-        results = convert_dataset(spec, args.input, args.output, args.max_sentences, args.limit_train, args.scheme, args.encoding)
+        results = convert_dataset(
+            spec, args.input, args.output, args.max_sentences, args.limit_train, args.scheme, args.encoding
+        )
     else:
         results = {"file": convert_file(spec, args.input, args.output, args.max_sentences, args.scheme, args.encoding)}
     for split, stats in results.items():

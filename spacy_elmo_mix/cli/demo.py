@@ -8,6 +8,7 @@ with the package (an existing one is never overwritten). The demo needs CoNLL-20
 ``--vars.data_dir DATA_DIR`` (default ``../shared/data``, relative to the project folder). Extra
 ``--vars.NAME VALUE`` arguments override the project's variables.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,9 @@ def project_dir(given: Optional[str]) -> Path:
     given: the --project-dir value (None: the current folder if it has a project.yml, else
     ``./spacy-elmo-mix-project``).
     """
-    root = Path(given) if given else (Path.cwd() if (Path.cwd() / "project.yml").exists() else Path.cwd() / DEFAULT_FOLDER)
+    root = (
+        Path(given) if given else (Path.cwd() if (Path.cwd() / "project.yml").exists() else Path.cwd() / DEFAULT_FOLDER)
+    )
     if root.exists() and not root.is_dir():
         raise ElmoFileError(f"{root}: exists and is not a folder; give --project-dir a folder")
     if not (root / "project.yml").exists():
@@ -68,15 +71,20 @@ def help_parser() -> argparse.ArgumentParser:
     """The parser that prints ``demo --help``. :func:`main` reads ``--project-dir`` itself and passes
     every other argument on to ``spacy project run`` as it is, so this parser never parses."""
     parser = argparse.ArgumentParser(
-        prog="python -m spacy_elmo_mix demo", usage="%(prog)s [-h] [--project-dir DIR] [--vars.NAME VALUE ...]",
-        description=description(__doc__), formatter_class=HelpFormatter,
+        prog="python -m spacy_elmo_mix demo",
+        usage="%(prog)s [-h] [--project-dir DIR] [--vars.NAME VALUE ...]",
+        description=description(__doc__),
+        formatter_class=HelpFormatter,
     )
     parser.add_argument(
-        "--project-dir", metavar="DIR",
+        "--project-dir",
+        metavar="DIR",
         help=f"the project folder (default: the current folder when it holds a project.yml, else ./{DEFAULT_FOLDER})",
     )
     parser.add_argument(
-        "--vars.NAME", metavar="VALUE", dest="vars",
+        "--vars.NAME",
+        metavar="VALUE",
+        dest="vars",
         help="set the project variable NAME (see the folder's project.yml), e.g. --vars.data_dir DATA_DIR or --vars.workers 2",
     )
     return parser

@@ -1,4 +1,5 @@
 """``python -m spacy_elmo_mix embed``: ELMo layers for whitespace-tokenized sentences."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,12 +20,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m spacy_elmo_mix embed", description=description(__doc__), formatter_class=HelpFormatter
     )
-    parser.add_argument("sentences", nargs="*", help="sentences (whitespace-tokenized); read from stdin when none are given")
+    parser.add_argument(
+        "sentences", nargs="*", help="sentences (whitespace-tokenized); read from stdin when none are given"
+    )
     parser.add_argument("--options", help="options.json (path or URL); default: the embedded model")
     parser.add_argument("--weights", help="weights.hdf5 (path or URL); default: the embedded model")
     parser.add_argument("--top-layer", type=int, default=None, help="compute layers 0..K only (default: all)")
     parser.add_argument(
-        "--compute-dtype", choices=["float32", "bfloat16", "auto"], default="float32",
+        "--compute-dtype",
+        choices=["float32", "bfloat16", "auto"],
+        default="float32",
         help="float32 (exact), bfloat16, or auto: bfloat16 only where the hardware runs it natively",
     )
     parser.add_argument("--output", type=Path, help="write all layers to this .npz file (one array per sentence)")

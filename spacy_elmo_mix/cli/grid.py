@@ -8,6 +8,7 @@ Example::
     python -m spacy_elmo_mix grid --datasets conll2003 --schemes layer1 weighted --seeds 1 2 3 \\
         --command-template "python scripts/run_one.py {dataset} {scheme} {seed} {output}"
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     runtime_env = {"working_dir": args.ray_working_dir} if args.ray_working_dir else None
     try:
         summary = run_grid(
-            args.datasets, args.schemes, args.seeds, args.command_template, args.backend, args.results,
-            args.max_workers or None, args.address or None, runtime_env=runtime_env, progress=not args.no_progress,
+            args.datasets,
+            args.schemes,
+            args.seeds,
+            args.command_template,
+            args.backend,
+            args.results,
+            args.max_workers or None,
+            args.address or None,
+            runtime_env=runtime_env,
+            progress=not args.no_progress,
             connect_timeout=args.connect_timeout,
         )
     except (RuntimeError, ValueError) as exc:
@@ -62,6 +71,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(summary.format())
     if summary.failed:
         names = ", ".join(str(r.job) for r in summary.failed)
-        print(f"error: {len(summary.failed)} of {len(summary.results)} jobs failed ({names}); their logs are under {args.results}", file=sys.stderr)
+        print(
+            f"error: {len(summary.failed)} of {len(summary.results)} jobs failed ({names}); their logs are under {args.results}",
+            file=sys.stderr,
+        )
         return 1
     return 0

@@ -1,4 +1,5 @@
 """``python -m spacy_elmo_mix run``: train and evaluate one dataset x scheme x seed (a grid job)."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,29 +13,80 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m spacy_elmo_mix run", description=description(__doc__), formatter_class=HelpFormatter
     )
-    parser.add_argument("--dataset", required=True, help="conll2003, wnut16, conll2000, ud_ewt, or your own (with --task)")
-    parser.add_argument("--task", choices=["ner", "tagger"], help="the task (needed for a data set that is not built in)")
-    parser.add_argument("--scheme", required=True, help="a paper scheme (layer1 layer2 layer3 concat average weighted weighted12) or baseline")
+    parser.add_argument(
+        "--dataset", required=True, help="conll2003, wnut16, conll2000, ud_ewt, or your own (with --task)"
+    )
+    parser.add_argument(
+        "--task", choices=["ner", "tagger"], help="the task (needed for a data set that is not built in)"
+    )
+    parser.add_argument(
+        "--scheme",
+        required=True,
+        help="a paper scheme (layer1 layer2 layer3 concat average weighted weighted12) or baseline",
+    )
     parser.add_argument("--seed", type=int, required=True, help="the random seed (0..2**32-1)")
     parser.add_argument("--output", required=True, help="the run folder (metrics.json is written there)")
     parser.add_argument("--corpus", default="corpus", help="folder with DATASET/{train,dev,test}.spacy")
     parser.add_argument("--elmo-options", default=None, help="options.json (path or URL); default: embedded model")
     parser.add_argument("--elmo-weights", default=None, help="weights.hdf5 (path or URL); default: embedded model")
-    parser.add_argument("--architecture", default="spacy", choices=["paper", "spacy"], help="paper: the paper's BiLSTM-CRF (configs/crf_*.cfg); spacy: spaCy's CNN with its transition-based NER or softmax tagger")
-    parser.add_argument("--patience-epochs", type=int, default=0, help="train to convergence: score dev once per epoch, stop this many epochs after the best (the paper: 5); 0: a fixed budget of --max-steps")
+    parser.add_argument(
+        "--architecture",
+        default="spacy",
+        choices=["paper", "spacy"],
+        help="paper: the paper's BiLSTM-CRF (configs/crf_*.cfg); spacy: spaCy's CNN with its transition-based NER or softmax tagger",
+    )
+    parser.add_argument(
+        "--patience-epochs",
+        type=int,
+        default=0,
+        help="train to convergence: score dev once per epoch, stop this many epochs after the best (the paper: 5); 0: a fixed budget of --max-steps",
+    )
     parser.add_argument("--max-epochs", type=int, default=150, help="with --patience-epochs: the most epochs")
-    parser.add_argument("--batch-sentences", type=int, default=32, help="with --patience-epochs: sentences per batch (default: %(default)s, as in the paper)")
+    parser.add_argument(
+        "--batch-sentences",
+        type=int,
+        default=32,
+        help="with --patience-epochs: sentences per batch (default: %(default)s, as in the paper)",
+    )
     parser.add_argument("--max-steps", type=int, default=1000, help="without --patience-epochs: updates")
-    parser.add_argument("--eval-frequency", type=int, default=200, help="without --patience-epochs: dev scoring interval")
-    parser.add_argument("--tokens", default="given", choices=["given", "retokenized"], help="train and score on the corpus's own tokens (given, spaCy's gold_preproc) or on spaCy's tokenization of its text")
+    parser.add_argument(
+        "--eval-frequency", type=int, default=200, help="without --patience-epochs: dev scoring interval"
+    )
+    parser.add_argument(
+        "--tokens",
+        default="given",
+        choices=["given", "retokenized"],
+        help="train and score on the corpus's own tokens (given, spaCy's gold_preproc) or on spaCy's tokenization of its text",
+    )
     parser.add_argument("--gpu-id", type=int, default=-1, help="the GPU to train on; -1: the CPU")
-    parser.add_argument("--cache-dir", default=None, help="shared ELMo layer cache (filled by the cache command); empty: memory only")
-    parser.add_argument("--cache-dtype", default="float16", choices=["float16", "float32"], help="precision of the cache")
-    parser.add_argument("--batch-words", type=int, default=0, help="fixed words per training batch (0: the config's schedule)")
-    parser.add_argument("--embed", default="elmo", choices=["elmo", "elmo_hash"], help="the ELMo schemes' input: ELMo alone (elmo) or ELMo + spaCy's hash embeddings (elmo_hash); baseline runs are the same either way")
-    parser.add_argument("--config", default=None, help="a config in configs/ instead of the task's, e.g. ner_elmo_hash.cfg (not with --embed elmo_hash)")
+    parser.add_argument(
+        "--cache-dir", default=None, help="shared ELMo layer cache (filled by the cache command); empty: memory only"
+    )
+    parser.add_argument(
+        "--cache-dtype", default="float16", choices=["float16", "float32"], help="precision of the cache"
+    )
+    parser.add_argument(
+        "--batch-words", type=int, default=0, help="fixed words per training batch (0: the config's schedule)"
+    )
+    parser.add_argument(
+        "--embed",
+        default="elmo",
+        choices=["elmo", "elmo_hash"],
+        help="the ELMo schemes' input: ELMo alone (elmo) or ELMo + spaCy's hash embeddings (elmo_hash); baseline runs are the same either way",
+    )
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="a config in configs/ instead of the task's, e.g. ner_elmo_hash.cfg (not with --embed elmo_hash)",
+    )
     parser.add_argument("--keep-model", action="store_true", help="keep the trained pipeline (OUTPUT/training)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="extra config override, e.g. training.max_epochs=3")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="extra config override, e.g. training.max_epochs=3",
+    )
     args = parser.parse_args(argv)
 
     from ..workflow.protocol import Protocol
@@ -56,20 +108,40 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.patience_epochs < 0:
         parser.error(f"--patience-epochs must be 0 (fixed budget) or positive, got {args.patience_epochs}")
     if not 0 <= args.seed < 2**32 or args.gpu_id < -1:
-        parser.error(f"--seed must be in 0..2**32-1 (got {args.seed}) and --gpu-id -1 (CPU) or a device number (got {args.gpu_id})")
+        parser.error(
+            f"--seed must be in 0..2**32-1 (got {args.seed}) and --gpu-id -1 (CPU) or a device number (got {args.gpu_id})"
+        )
     if args.config and args.embed != "elmo":
         parser.error(f"--config {args.config} names the config itself: leave out --embed {args.embed}")
     if args.batch_words < 0:
         parser.error(f"--batch-words must be 0 (the config's schedule) or positive, got {args.batch_words}")
     protocol = Protocol(
-        patience_epochs=args.patience_epochs or None, max_epochs=args.max_epochs, batch_sentences=args.batch_sentences,
-        max_steps=args.max_steps, eval_frequency=args.eval_frequency, tokens=args.tokens,
+        patience_epochs=args.patience_epochs or None,
+        max_epochs=args.max_epochs,
+        batch_sentences=args.batch_sentences,
+        max_steps=args.max_steps,
+        eval_frequency=args.eval_frequency,
+        tokens=args.tokens,
     )
     metrics = run_one(
-        args.dataset, args.scheme, args.seed, args.output, args.corpus, options, weights,
-        protocol, overrides=overrides, keep_model=args.keep_model, gpu_id=args.gpu_id,
-        cache_dir=args.cache_dir or None, cache_dtype=args.cache_dtype, batch_words=args.batch_words or None,
-        config=args.config, task=args.task, embed=args.embed, architecture=args.architecture,
+        args.dataset,
+        args.scheme,
+        args.seed,
+        args.output,
+        args.corpus,
+        options,
+        weights,
+        protocol,
+        overrides=overrides,
+        keep_model=args.keep_model,
+        gpu_id=args.gpu_id,
+        cache_dir=args.cache_dir or None,
+        cache_dtype=args.cache_dtype,
+        batch_words=args.batch_words or None,
+        config=args.config,
+        task=args.task,
+        embed=args.embed,
+        architecture=args.architecture,
     )
     print(json.dumps(metrics, indent=2))
     return 0

@@ -7,6 +7,7 @@ typer and spaCy's CLI app are loaded by then, everything else is imported when `
 included, to :func:`spacy_elmo_mix.__main__.run`, so that both command lines take the same flags,
 print the same help and errors (one line, status 1) and exit with the same status.
 """
+
 from __future__ import annotations
 
 import sys
@@ -33,7 +34,10 @@ def forwarded_args(parsed: List[str]) -> List[str]:
 
 
 @app.command(
-    "elmo", help=HELP, short_help=SHORT_HELP, add_help_option=False,
+    "elmo",
+    help=HELP,
+    short_help=SHORT_HELP,
+    add_help_option=False,
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
 def elmo_cli(ctx: typer.Context) -> None:

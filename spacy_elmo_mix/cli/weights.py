@@ -1,4 +1,5 @@
 """``python -m spacy_elmo_mix weights PIPELINE_DIR``: the learned ELMo layer weights per component."""
+
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,5 @@
 """The small English biLM shipped with the package (``options.json`` + ``weights.hdf5`` here)."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -21,6 +21,7 @@ is loaded with (``spacy.load(path, config=...)``); only the biLM (options and we
 bytes. Other attrs: ``top_layer`` (below) and ``n_layers``.
 Dims: ``nO`` = layer width, set when the biLM is loaded; attr ``n_layers`` = layers the biLM offers.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -72,8 +73,8 @@ def BiLMModel(
     compute_dtype: str = "float32",
 ) -> Model[List[Doc], List[Floats3d]]:
     """Build the (not yet loaded) biLM model; see the module docstring for the attrs."""
-    from thinc.api import PyTorchShim
     import torch
+    from thinc.api import PyTorchShim
 
     if (options_file is None) != (weight_file is None):
         raise ElmoConfigError("give both options_file and weight_file, or neither (the embedded default model)")
@@ -83,9 +84,7 @@ def BiLMModel(
     for name, value in (("batch_size", batch_size), ("max_length", max_length)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ElmoConfigError(f"{name} must be a positive integer, got {value!r}")
-    shim = PyTorchShim(
-        torch.nn.Module(), serialize_model=_serialize_bilm, deserialize_model=_deserialize_bilm
-    )
+    shim = PyTorchShim(torch.nn.Module(), serialize_model=_serialize_bilm, deserialize_model=_deserialize_bilm)
     return Model(
         "elmo_bilm",
         bilm_forward,
@@ -123,7 +122,11 @@ def use_cache(model: Model, cache_dir: Optional[str], cache_memory_mb: float, ca
     """Give ``model`` these layer cache settings from now on, in this process only (see the module
     docstring for their meaning): they are not part of the pipeline's config or bytes."""
     _check_cache_settings(cache_memory_mb, cache_dtype)
-    settings(model).update(cache_dir=None if cache_dir is None else str(cache_dir), cache_memory_mb=cache_memory_mb, cache_dtype=cache_dtype)
+    settings(model).update(
+        cache_dir=None if cache_dir is None else str(cache_dir),
+        cache_memory_mb=cache_memory_mb,
+        cache_dtype=cache_dtype,
+    )
 
 
 def replace_listener(bilm_copy: Model, listener: Model, component) -> Model:
@@ -156,9 +159,7 @@ def get_bilm(model: Model):
 
     module = model.shims[0]._model
     if not isinstance(module, BiLM):
-        raise ValueError(
-            "The ELMo biLM is not loaded yet: call nlp.initialize() (or load a trained pipeline) first"
-        )
+        raise ValueError("The ELMo biLM is not loaded yet: call nlp.initialize() (or load a trained pipeline) first")
     from ..bilm.precision import resolve_compute_dtype
 
     return module.set_compute_dtype(resolve_compute_dtype(settings(model)["compute_dtype"], model.shims[0].device))
@@ -192,7 +193,12 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
         arrays, chunk_backprops = _compute(model, tokens, with_grad)
     else:
         top = model.attrs["top_layer"]
-        arrays = [model.ops.asarray(a) for a in cache.get_or_compute(tokens, top, lambda missing: _to_numpy(model, _compute(model, missing, False)[0]))]
+        arrays = [
+            model.ops.asarray(a)
+            for a in cache.get_or_compute(
+                tokens, top, lambda missing: _to_numpy(model, _compute(model, missing, False)[0])
+            )
+        ]
     outputs = _assemble(model, docs, segments, arrays)
 
     def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
@@ -240,7 +246,9 @@ def _run_chunk(model: Model, tokens: List[List[str]], with_grad: bool):
         with torch.no_grad():
             layers = bilm(char_ids, lengths, top_layer=top)
         return [torch2xp(layers[:, b, : len(t)]) for b, t in enumerate(tokens)], None
-    layers, torch_backprop = model.shims[0].begin_update(ArgsKwargs(args=(char_ids, lengths), kwargs={"top_layer": top}))
+    layers, torch_backprop = model.shims[0].begin_update(
+        ArgsKwargs(args=(char_ids, lengths), kwargs={"top_layer": top})
+    )
 
     def backprop(d_arrays):
         grad = torch.zeros_like(layers)
@@ -273,7 +281,9 @@ def layer_cache(model: Model):
     if bilm not in _CACHES or _CACHES[bilm][0] != key:
         from ..layer_cache import LayerCache
 
-        cache = LayerCache.for_model(bilm, config["cache_dir"], memory_bytes=int(config["cache_memory_mb"] * 2**20), dtype=config["cache_dtype"])
+        cache = LayerCache.for_model(
+            bilm, config["cache_dir"], memory_bytes=int(config["cache_memory_mb"] * 2**20), dtype=config["cache_dtype"]
+        )
         _CACHES[bilm] = (key, cache)
     return _CACHES[bilm][1]
 
@@ -293,8 +303,9 @@ def _assemble(model: Model, docs, segments, arrays) -> List[Floats3d]:
 
 def _serialize_bilm(module) -> bytes:
     """The biLM's options and weights, with a checksum of both (verified by ``_deserialize_bilm``)."""
-    from ..bilm.modules import BiLM
     from thinc.shims.pytorch import default_serialize_torch_model
+
+    from ..bilm.modules import BiLM
 
     if not isinstance(module, BiLM):
         return srsly.msgpack_dumps({"options": None, "state": b""})

@@ -1,5 +1,6 @@
 """The thinc wrapper of the paper's BiLSTM (``tagging.bilstm.BiLSTMStack``): per-doc token vectors
 in, per-doc contextual vectors of width ``2 * width`` out; the input width is read at initialize."""
+
 from __future__ import annotations
 
 from typing import Callable, List, Optional, Tuple
@@ -12,7 +13,9 @@ from ..tagging.bilstm import BiLSTMStack
 from .torch_layer import TorchLayer
 
 
-def BiLSTMEncoder(width: int, depth: int, dropout: float, recurrent_dropout: float) -> Model[List[Floats2d], List[Floats2d]]:
+def BiLSTMEncoder(
+    width: int, depth: int, dropout: float, recurrent_dropout: float
+) -> Model[List[Floats2d], List[Floats2d]]:
     """See ``spacy-elmo-mix.BiLSTMTok2Vec.v1`` for the parameters."""
     BiLSTMStack(1, width, depth, dropout, recurrent_dropout)  # check the settings when the config is read
 

@@ -5,6 +5,7 @@ gradient of the emissions (``crf_loss``), and Viterbi decoding (``crf_decode``).
 Emissions come as one [n_tokens, n_tags] array per doc; docs without tokens are skipped. The CRF's
 constraints follow the tag scheme given at initialize (``tagging.tag_schemes``) and are saved with it.
 """
+
 from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
@@ -20,7 +21,9 @@ from .torch_layer import TorchLayer, torch_module
 
 def CRFLayer() -> Model:
     """A CRF over ``nO`` tags; ``initialize(Y=(tags, scheme))`` sets the tags and constraints."""
-    return TorchLayer("crf", lambda layer: LinearChainCRF(layer.get_dim("nO")), {"nO": None}, _init, forward=_no_forward)
+    return TorchLayer(
+        "crf", lambda layer: LinearChainCRF(layer.get_dim("nO")), {"nO": None}, _init, forward=_no_forward
+    )
 
 
 def _no_forward(model: Model, X, is_train: bool):
@@ -37,11 +40,15 @@ def _init(model: Model, X=None, Y: Optional[Tuple[Sequence[str], str]] = None) -
     else:
         model.set_dim("nO", len(tags))
     crf = torch_module(model)
-    for buffer, allowed in zip((crf.allowed_start, crf.allowed_transitions, crf.allowed_end), allowed_transitions(tags, scheme)):
+    for buffer, allowed in zip(
+        (crf.allowed_start, crf.allowed_transitions, crf.allowed_end), allowed_transitions(tags, scheme)
+    ):
         buffer.copy_(torch.as_tensor(allowed))
 
 
-def _padded(model: Model, emissions: List[Floats2d], requires_grad: bool) -> Tuple[torch.Tensor, torch.Tensor, List[int]]:
+def _padded(
+    model: Model, emissions: List[Floats2d], requires_grad: bool
+) -> Tuple[torch.Tensor, torch.Tensor, List[int]]:
     """The non-empty docs' emissions as a padded tensor, their lengths, and their indices."""
     rows = [i for i, e in enumerate(emissions) if len(e)]
     lengths = [len(emissions[i]) for i in rows]

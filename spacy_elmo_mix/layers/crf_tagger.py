@@ -4,6 +4,7 @@
 The model's output is the emissions, one [n_tokens, n_tags] array per doc; the component turns them
 into a loss (``crf_loss``) or a decoded tag sequence (``crf_decode``) through the ``crf`` ref.
 """
+
 from __future__ import annotations
 
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -15,13 +16,19 @@ from thinc.types import Floats2d
 from .crf_layer import CRFLayer
 
 
-def CRFTaggerModel(tok2vec: Model[List[Doc], List[Floats2d]], nO: Optional[int] = None) -> Model[List[Doc], List[Floats2d]]:
+def CRFTaggerModel(
+    tok2vec: Model[List[Doc], List[Floats2d]], nO: Optional[int] = None
+) -> Model[List[Doc], List[Floats2d]]:
     """See ``spacy-elmo-mix.CRFTagger.v1``."""
     output = Linear(nO=nO)
     scorer = chain(tok2vec, with_array(output))
     crf = CRFLayer()
     return Model(
-        "crf_tagger", _forward, init=_init, layers=[scorer, crf], dims={"nO": nO},
+        "crf_tagger",
+        _forward,
+        init=_init,
+        layers=[scorer, crf],
+        dims={"nO": nO},
         refs={"tok2vec": tok2vec, "output": output, "crf": crf},
     )
 

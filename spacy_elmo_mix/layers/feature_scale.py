@@ -10,6 +10,7 @@ scalar that starts at ``scale``, so the share of ELMo in the projection's input 
 same for every biLM and scheme. A small scale also slows the learning of ELMo's projection: it
 pays at short budgets and costs at long ones (``results/value/``).
 """
+
 from __future__ import annotations
 
 from typing import Callable, Tuple

@@ -8,6 +8,7 @@ prediction time the listener reads ``doc._.elmo_layers``, set by the component; 
 training when the component sent nothing because it is frozen and annotating
 (``[training] frozen_components`` and ``annotating_components``), as spaCy's own listeners do.
 """
+
 from __future__ import annotations
 
 from typing import Callable, List, Optional, Tuple
@@ -31,7 +32,9 @@ class ElmoListener(Model):
     name = "elmo_listener"
 
     def __init__(self, upstream_name: str, mixer: Model) -> None:
-        Model.__init__(self, name=self.name, forward=listener_forward, init=listener_init, layers=[mixer], dims={"nO": None})
+        Model.__init__(
+            self, name=self.name, forward=listener_forward, init=listener_init, layers=[mixer], dims={"nO": None}
+        )
         self.upstream_name = upstream_name
         self.upstream = None  # the component, set by Elmo.add_listener
         self._batch_id: Optional[int] = None

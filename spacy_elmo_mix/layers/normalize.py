@@ -1,5 +1,6 @@
 """Normalization to mean 0 and variance 1 over chosen axes, with its exact backward pass (shared by
 ScalarMix's ``layer_norm`` and ``ScaledNorm``)."""
+
 from __future__ import annotations
 
 from typing import Callable, Sequence, Tuple

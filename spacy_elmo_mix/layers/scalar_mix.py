@@ -7,6 +7,7 @@ Input: one ``[n_available_layers, n_tokens, width]`` array per doc (ELMo layer 0
 with ``s`` and ``gamma`` trainable or fixed; one layer, a fixed average, fixed custom weights and the
 learned weighted average of Peters et al. are all settings of it. ``ConcatLayers`` concatenates.
 """
+
 from __future__ import annotations
 
 import math
@@ -150,7 +151,11 @@ def scalar_mix_forward(model: Model, X: List[Floats3d], is_train: bool) -> Tuple
     keep = _dropout_mask(model, len(layers)) if is_train else None
     w = model.ops.softmax(s if keep is None else xp.where(keep, s, -xp.inf))
     inputs = [x[layers] for x in X]
-    normed = [normalize(xp, h, (1, 2), LN_EPSILON) for h in inputs] if model.attrs["layer_norm"] else [(h, None) for h in inputs]
+    normed = (
+        [normalize(xp, h, (1, 2), LN_EPSILON) for h in inputs]
+        if model.attrs["layer_norm"]
+        else [(h, None) for h in inputs]
+    )
     mixed = [xp.tensordot(w, h, axes=1) for h, _ in normed]
     Y = [gamma * m for m in mixed]
 

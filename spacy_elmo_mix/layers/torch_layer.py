@@ -6,6 +6,7 @@ layers are known only at ``initialize`` (the width of ELMo's layers, the number 
 ``initialize``, or when ``from_bytes``/``from_disk`` restores the dims of a saved pipeline, which thinc
 does for each layer before it loads the layer's shims, so a saved pipeline loads into a fresh one.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Dict, Optional

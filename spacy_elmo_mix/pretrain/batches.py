@@ -7,6 +7,7 @@ the inference model.
 
 The batch order of an epoch depends only on ``(seed, epoch)``, so a run can resume at any batch.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -93,7 +94,10 @@ class Batch:
         """This batch with its tensors on ``device`` (itself when they are there already)."""
         if self.char_ids.device == device:
             return self
-        moved = {k: getattr(self, k).to(device) for k in ("char_ids", "forward_index", "backward_index", "forward_targets", "backward_targets")}
+        moved = {
+            k: getattr(self, k).to(device)
+            for k in ("char_ids", "forward_index", "backward_index", "forward_targets", "backward_targets")
+        }
         return Batch(**moved, batch_sizes=self.batch_sizes, lengths=self.lengths, n_predictions=self.n_predictions)
 
 

@@ -1,4 +1,5 @@
 """``MODEL_CARD.md`` for an exported biLM: data, size, training, perplexities."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,8 +37,7 @@ def model_card(options: BiLMOptions, info: Dict[str, Any], notes: str = "") -> s
         "## Data",
         f"- Training: {_count(data['train_lines'])} lines, {_count(data['train_tokens'])} tokens from {', '.join(Path(p).name for p in data['train_files'])}.",
         f"- Held-out: {_count(data['heldout_lines'])} lines, {_count(data['heldout_tokens'])} tokens from {', '.join(Path(p).name for p in data['heldout_files']) or 'none'}.",
-        f"- Tokenization: {TOKENIZERS[bool(data['pretokenized'])]}; "
-        f"skipped lines: {data['skipped_lines'] or 'none'}.",
+        f"- Tokenization: {TOKENIZERS[bool(data['pretokenized'])]}; skipped lines: {data['skipped_lines'] or 'none'}.",
         f"- Softmax vocabulary: {data['vocab_size']:,} words (`vocab.txt`, `<S>`, `</S>`, `<UNK>` first); adaptive softmax shared by both directions.",
         "",
         "## Training",
@@ -47,7 +47,11 @@ def model_card(options: BiLMOptions, info: Dict[str, Any], notes: str = "") -> s
         f"about {cfg['tokens_per_batch']} tokens per batch; Adam, peak learning rate {cfg['lr']:g}, "
         f"{cfg['warmup_steps']} warmup steps then inverse square-root decay{_cooldown(cfg)}; dropout {cfg['dropout']:g}; "
         f"gradient norm clipped at {cfg['clip_norm']:g}; seed {cfg['seed']}.",
-        *([f"- Started from the biLM weights `{cfg['init_weights']}` (the softmax from random weights)."] if cfg.get("init_weights") else []),
+        *(
+            [f"- Started from the biLM weights `{cfg['init_weights']}` (the softmax from random weights)."]
+            if cfg.get("init_weights")
+            else []
+        ),
         "",
         "## Held-out perplexity",
         "",
@@ -82,7 +86,7 @@ def _count(n) -> str:
 
 
 def _where(run: Dict[str, Any]) -> str:
-    """", on N process(es) (device), X predicted tokens/s" for the last session, when known."""
+    """ ", on N process(es) (device), X predicted tokens/s" for the last session, when known."""
     if "processes" not in run:
         return ""
     rate = f", {run['tokens_per_s']:,.0f} predicted tokens/s" if run.get("tokens_per_s") else ""
@@ -107,5 +111,7 @@ def _as_trained(cfg: Dict[str, Any], run: Dict[str, Any]) -> List[str]:
     if not run.get("heldout_as_trained_ppl"):
         return []
     forward, backward = run["heldout_as_trained_ppl"]
-    return [f"On the held-out text in windows of at most {cfg['max_len']} tokens as in training (lines up to that length "
-            f"whole, as the `elmo` component embeds sentences): forward {forward:.1f}, backward {backward:.1f}."]
+    return [
+        f"On the held-out text in windows of at most {cfg['max_len']} tokens as in training (lines up to that length "
+        f"whole, as the `elmo` component embeds sentences): forward {forward:.1f}, backward {backward:.1f}."
+    ]

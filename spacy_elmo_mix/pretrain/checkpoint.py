@@ -1,4 +1,5 @@
 """Checkpoints: everything needed to continue a run exactly, written atomically."""
+
 from __future__ import annotations
 
 import random
@@ -13,7 +14,20 @@ from ..errors import ElmoFileError
 
 CHECKPOINT_NAME = "checkpoint.pt"
 CHECKPOINT_KEYS = frozenset(
-    {"model", "optimizer", "scheduler", "rng", "position", "elapsed_s", "history", "config", "options", "vocab", "data", "summary"}
+    {
+        "model",
+        "optimizer",
+        "scheduler",
+        "rng",
+        "position",
+        "elapsed_s",
+        "history",
+        "config",
+        "options",
+        "vocab",
+        "data",
+        "summary",
+    }
 )
 
 

@@ -1,4 +1,5 @@
 """Training hyperparameters (everything except the model's size, which is a BiLMOptions)."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields

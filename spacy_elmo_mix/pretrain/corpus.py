@@ -12,6 +12,7 @@ Bad input never reaches the training loop: a missing, empty, binary or undecodab
 NUL or other control characters, or a corpus without a single token raises :class:`CorpusError`
 naming the file (and line); overlong lines are skipped, counted and reported with a warning.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -150,7 +151,9 @@ def read_corpus(
     return corpus
 
 
-def read_lines(path: Path, max_line_chars: int, skipped: Dict[str, int], encoding: str = DEFAULT_ENCODING) -> Iterator[str]:
+def read_lines(
+    path: Path, max_line_chars: int, skipped: Dict[str, int], encoding: str = DEFAULT_ENCODING
+) -> Iterator[str]:
     """Yield the stripped, non-empty lines of ``path``; count the overlong (skipped) ones.
 
     A line that cannot be decoded in ``encoding`` or holds control characters (binary data) raises
@@ -196,7 +199,7 @@ def _raw_lines(f, limit: int) -> Iterator[Optional[bytes]]:
 def _decode(raw: bytes, path: Path, number: int, encoding: str) -> str:
     """``raw`` decoded; a UTF-8 byte-order mark on the first line is dropped."""
     if number == 1 and raw.startswith(codecs.BOM_UTF8) and encoding == "utf-8":
-        raw = raw[len(codecs.BOM_UTF8):]
+        raw = raw[len(codecs.BOM_UTF8) :]
     try:
         return raw.decode(encoding)
     except UnicodeDecodeError as exc:

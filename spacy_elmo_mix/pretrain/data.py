@@ -1,4 +1,5 @@
 """Everything the trainer needs from the text: examples, vocabulary and character table."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -50,7 +51,11 @@ class TrainingData:
 
     def fingerprint(self) -> Dict[str, int]:
         """Numbers that must match when a run resumes on the same data."""
-        return {"train_examples": len(self.train), "train_tokens": int(sum(len(e) for e in self.train)), "vocab_size": len(self.vocab)}
+        return {
+            "train_examples": len(self.train),
+            "train_tokens": int(sum(len(e) for e in self.train)),
+            "vocab_size": len(self.vocab),
+        }
 
 
 def prepare_data(
@@ -86,7 +91,10 @@ def prepare_data(
         "train_tokens": train.n_tokens,
         "heldout_lines": len(heldout.sentences) if heldout else 0,
         "heldout_tokens": heldout.n_tokens if heldout else 0,
-        "skipped_lines": {**train.skipped, **({"heldout " + k: v for k, v in heldout.skipped.items()} if heldout else {})},
+        "skipped_lines": {
+            **train.skipped,
+            **({"heldout " + k: v for k, v in heldout.skipped.items()} if heldout else {}),
+        },
         "vocab_size": len(vocab),
         "pretokenized": pretokenized,
     }
@@ -97,5 +105,7 @@ def prepare_data(
         chars=char_table(types),
         type_to_vocab=vocab.type_to_vocab(types),
         summary=summary,
-        heldout_as_trained=make_examples(heldout.sentences, max_len) if heldout and (heldout_max_len or max_len) != max_len else [],
+        heldout_as_trained=make_examples(heldout.sentences, max_len)
+        if heldout and (heldout_max_len or max_len) != max_len
+        else [],
     )

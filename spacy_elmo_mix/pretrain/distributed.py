@@ -7,6 +7,7 @@ balanced). ``DistributedDataParallel`` averages the ranks' gradients; each rank 
 by ``world_size / global predictions``, so the averaged gradient is the one of the token-weighted
 mean loss over the global batch, as in a single process.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -99,7 +100,9 @@ def start(device: str) -> Cluster:
         return Cluster(device=chosen)
     if chosen.type == "cuda":
         if chosen.index is not None:
-            raise ElmoInputError(f"--device {device}: under torchrun give --device cuda (each rank uses cuda:LOCAL_RANK)")
+            raise ElmoInputError(
+                f"--device {device}: under torchrun give --device cuda (each rank uses cuda:LOCAL_RANK)"
+            )
         chosen = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         torch.cuda.set_device(chosen)
     dist.init_process_group("nccl" if chosen.type == "cuda" else "gloo", timeout=TIMEOUT)

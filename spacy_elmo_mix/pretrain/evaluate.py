@@ -1,4 +1,5 @@
 """Held-out log-likelihoods of the language model and the perplexity of a unigram baseline."""
+
 from __future__ import annotations
 
 import math
@@ -11,7 +12,9 @@ from .batches import Batch
 from .model import LanguageModel
 
 
-def heldout_totals(model: LanguageModel, examples: Sequence, make_batch: Callable[[Sequence], Batch], batch_size: int = 64) -> Tuple[float, float, int]:
+def heldout_totals(
+    model: LanguageModel, examples: Sequence, make_batch: Callable[[Sequence], Batch], batch_size: int = 64
+) -> Tuple[float, float, int]:
     """(forward NLL sum, backward NLL sum, predictions per direction) of ``model`` on ``examples``
     (dropout off, no gradients, on the model's device); zeros for no examples.
 

@@ -1,4 +1,5 @@
 """Exporting a trained biLM: ``options.json`` + ``weights.hdf5`` (bilm-tf layout) and ``vocab.txt``."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -15,7 +16,9 @@ def truncated_bilm(bilm: BiLM, n_layers: int) -> BiLM:
         raise ValueError(f"Cannot export {n_layers} LSTM layers from a biLM with {bilm.options.lstm.n_layers}")
     options = replace(bilm.options, lstm=replace(bilm.options.lstm, n_layers=n_layers))
     smaller = BiLM(options)
-    kept = {k: v for k, v in bilm.state_dict().items() if not k.startswith("stacks.") or int(k.split(".")[2]) < n_layers}
+    kept = {
+        k: v for k, v in bilm.state_dict().items() if not k.startswith("stacks.") or int(k.split(".")[2]) < n_layers
+    }
     smaller.load_state_dict(kept)
     return smaller.eval()
 

@@ -4,6 +4,7 @@ Dropout is applied here, between the biLM's modules (token vectors, LSTM inputs,
 exported :class:`~spacy_elmo_mix.bilm.BiLM` is unchanged; in eval mode :meth:`LanguageModel.encode`
 computes exactly what ``BiLM.forward`` computes.
 """
+
 from __future__ import annotations
 
 from typing import List, Tuple

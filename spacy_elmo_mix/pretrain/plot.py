@@ -1,4 +1,5 @@
 """The training curve as a PNG: training perplexity (smoothed) and held-out perplexities by step."""
+
 from __future__ import annotations
 
 import math
@@ -10,7 +11,9 @@ from ..atomic import atomic_write
 WINDOW = 50
 
 
-def plot_training_curve(history: Dict[str, List[List[float]]], path: Union[str, Path], unigram_ppl: Optional[float] = None) -> Path:
+def plot_training_curve(
+    history: Dict[str, List[List[float]]], path: Union[str, Path], unigram_ppl: Optional[float] = None
+) -> Path:
     """Draw ``history`` (as kept by the Trainer) into ``path``; the unigram perplexity as a reference line."""
     import matplotlib
 
@@ -22,7 +25,12 @@ def plot_training_curve(history: Dict[str, List[List[float]]], path: Union[str, 
     if train:
         steps = [r[0] for r in train]
         losses = [(r[1] + r[2]) / 2 for r in train]
-        ax.plot(steps, [math.exp(v) for v in _running_mean(losses, WINDOW)], label=f"training (mean of {WINDOW} steps, fw/bw average)", lw=1)
+        ax.plot(
+            steps,
+            [math.exp(v) for v in _running_mean(losses, WINDOW)],
+            label=f"training (mean of {WINDOW} steps, fw/bw average)",
+            lw=1,
+        )
     heldout = history["heldout"]
     if heldout:
         ax.plot([r[0] for r in heldout], [r[1] for r in heldout], "o-", label="held-out forward", ms=3)

@@ -1,5 +1,6 @@
 """Learning-rate schedule: linear warmup, inverse square-root decay (needs no total length), and an
 optional linear cooldown to zero over the last steps of a run of known length."""
+
 from __future__ import annotations
 
 from typing import Optional

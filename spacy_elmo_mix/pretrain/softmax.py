@@ -1,4 +1,5 @@
 """The output layer: an adaptive softmax over the word vocabulary, shared by both directions."""
+
 from __future__ import annotations
 
 from typing import List

@@ -15,6 +15,7 @@ The batch order depends only on ``(seed, epoch)``: every rank reads the same str
 share of each global batch, and resuming skips the epoch's first batches (reading, not training).
 The held-out text is small by nature and read into memory.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,15 @@ import numpy as np
 
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from .batches import Batch, char_table, cut_batches, make_batch, make_examples
-from .corpus import DEFAULT_ENCODING, DEFAULT_MAX_LINE_CHARS, CorpusError, TypeTable, expand_paths, make_tokenizer, read_lines
+from .corpus import (
+    DEFAULT_ENCODING,
+    DEFAULT_MAX_LINE_CHARS,
+    CorpusError,
+    TypeTable,
+    expand_paths,
+    make_tokenizer,
+    read_lines,
+)
 from .vocab import UNK_ID, Vocabulary
 
 SHUFFLE_POOL_BATCHES = 100
@@ -48,9 +57,17 @@ class StreamingData:
     """
 
     def __init__(
-        self, train_paths: Sequence[Union[str, Path]], heldout_paths: Sequence[Union[str, Path]], max_len: int,
-        pretokenized: bool = False, min_count: int = 3, max_vocab: int = 40_000, vocab: Optional[Vocabulary] = None,
-        max_line_chars: int = DEFAULT_MAX_LINE_CHARS, encoding: str = DEFAULT_ENCODING, count_cap: Optional[int] = None,
+        self,
+        train_paths: Sequence[Union[str, Path]],
+        heldout_paths: Sequence[Union[str, Path]],
+        max_len: int,
+        pretokenized: bool = False,
+        min_count: int = 3,
+        max_vocab: int = 40_000,
+        vocab: Optional[Vocabulary] = None,
+        max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
+        encoding: str = DEFAULT_ENCODING,
+        count_cap: Optional[int] = None,
         heldout_max_len: Optional[int] = None,
     ):
         self.train_paths, self.max_len = expand_paths(train_paths), max_len
@@ -59,29 +76,45 @@ class StreamingData:
         self._counts: Optional[Dict[str, int]] = None
         if vocab is None:
             cap = count_cap or max(COUNT_CAP_PER_VOCAB_WORD * max_vocab, MIN_COUNT_CAP)
-            counts, self.n_lines, self.n_tokens, self.n_windows = count_words(self.lines(self.train_paths), cap, max_len)
+            counts, self.n_lines, self.n_tokens, self.n_windows = count_words(
+                self.lines(self.train_paths), cap, max_len
+            )
             if not self.n_tokens:
-                raise CorpusError(f"No usable text in {', '.join(map(str, self.train_paths))}: the corpus has no tokens")
+                raise CorpusError(
+                    f"No usable text in {', '.join(map(str, self.train_paths))}: the corpus has no tokens"
+                )
             types = [BOS_TOKEN, EOS_TOKEN] + list(counts)
-            vocab = Vocabulary.build(types, np.array([0, 0] + list(counts.values())), min_count=min_count, max_size=max_vocab)
+            vocab = Vocabulary.build(
+                types, np.array([0, 0] + list(counts.values())), min_count=min_count, max_size=max_vocab
+            )
             self._counts = {w: counts[w] for w in vocab.words[3:]}
         self.vocab = vocab
         heldout_paths = expand_paths(heldout_paths)
         heldout_lines = list(self.lines(heldout_paths)) if heldout_paths else []
         self.heldout: List[Window] = make_examples(heldout_lines, heldout_max_len or max_len)
-        self.heldout_as_trained: List[Window] = make_examples(heldout_lines, max_len) if (heldout_max_len or max_len) != max_len else []
+        self.heldout_as_trained: List[Window] = (
+            make_examples(heldout_lines, max_len) if (heldout_max_len or max_len) != max_len else []
+        )
         self.summary = {
-            "train_files": [str(p) for p in self.train_paths], "heldout_files": [str(p) for p in heldout_paths],
-            "train_lines": getattr(self, "n_lines", None), "train_tokens": getattr(self, "n_tokens", None),
-            "heldout_lines": len(heldout_lines), "heldout_tokens": sum(len(w) for w in self.heldout),
-            "skipped_lines": dict(self.skipped), "vocab_size": len(vocab), "pretokenized": pretokenized, "streamed": True,
+            "train_files": [str(p) for p in self.train_paths],
+            "heldout_files": [str(p) for p in heldout_paths],
+            "train_lines": getattr(self, "n_lines", None),
+            "train_tokens": getattr(self, "n_tokens", None),
+            "heldout_lines": len(heldout_lines),
+            "heldout_tokens": sum(len(w) for w in self.heldout),
+            "skipped_lines": dict(self.skipped),
+            "vocab_size": len(vocab),
+            "pretokenized": pretokenized,
+            "streamed": True,
         }
 
     def lines(self, paths: Sequence[Path]) -> Iterator[List[str]]:
         """The tokens of every non-empty line of ``paths``, in order."""
         tokenize = make_tokenizer(self._read["pretokenized"])
         for path in paths:
-            for tokens in tokenize(read_lines(path, self._read["max_line_chars"], self.skipped, self._read["encoding"])):
+            for tokens in tokenize(
+                read_lines(path, self._read["max_line_chars"], self.skipped, self._read["encoding"])
+            ):
                 if tokens:
                     yield tokens
 

@@ -3,6 +3,7 @@
 On several processes (``torchrun``) the model is wrapped in ``DistributedDataParallel`` and every
 rank trains on its share of each global batch (see :mod:`.distributed`); only rank 0 writes.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,11 +20,11 @@ from ..errors import ElmoInputError
 from .checkpoint import CHECKPOINT_NAME, restore_rng_states, rng_states, save_checkpoint
 from .config import TrainConfig
 from .data import TrainingData
-from .stream import StreamingData
 from .distributed import Cluster
 from .evaluate import heldout_totals
 from .model import LanguageModel
 from .schedule import apply_current, warmup_inverse_sqrt
+from .stream import StreamingData
 
 SMOOTHING = 0.98
 
@@ -40,8 +41,13 @@ class Trainer:
     """
 
     def __init__(
-        self, model: LanguageModel, data: Union[TrainingData, StreamingData], config: TrainConfig, output_dir: Union[str, Path],
-        cluster: Cluster = Cluster(), bf16: Optional[bool] = None,
+        self,
+        model: LanguageModel,
+        data: Union[TrainingData, StreamingData],
+        config: TrainConfig,
+        output_dir: Union[str, Path],
+        cluster: Cluster = Cluster(),
+        bf16: Optional[bool] = None,
     ):
         self.cluster = cluster
         self.model, self.data, self.config = model.to(cluster.device), data, config
@@ -49,10 +55,16 @@ class Trainer:
         model.bilm.set_compute_dtype(torch.bfloat16 if self.bf16 else torch.float32)
         # Parameters a batch does not reach (rare softmax clusters) are normal: find them.
         device_ids = [cluster.device.index] if cluster.device.type == "cuda" else None
-        self.network = DistributedDataParallel(model, device_ids=device_ids, find_unused_parameters=True) if cluster.distributed else model
+        self.network = (
+            DistributedDataParallel(model, device_ids=device_ids, find_unused_parameters=True)
+            if cluster.distributed
+            else model
+        )
         self.output_dir = Path(output_dir)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-        self.scheduler = warmup_inverse_sqrt(self.optimizer, config.warmup_steps, config.cooldown_steps, config.max_steps)
+        self.scheduler = warmup_inverse_sqrt(
+            self.optimizer, config.warmup_steps, config.cooldown_steps, config.max_steps
+        )
         self.step = self.epoch = self.batch_in_epoch = 0
         self.elapsed = 0.0
         self.history: Dict[str, List[List[float]]] = {"train": [], "heldout": [], "windows": [[0, config.max_len]]}
@@ -70,7 +82,14 @@ class Trainer:
         self.model.train()
         session_start, elapsed_before = time.monotonic(), self.elapsed
         batches = self._batches()
-        bar = tqdm(total=self.config.max_steps, initial=self.step, disable=not (progress and self.cluster.is_main), unit="step", dynamic_ncols=True, mininterval=5)
+        bar = tqdm(
+            total=self.config.max_steps,
+            initial=self.step,
+            disable=not (progress and self.cluster.is_main),
+            unit="step",
+            dynamic_ncols=True,
+            mininterval=5,
+        )
         meter = _Meter()
         while not self._done():
             examples = next(batches, None)
@@ -93,7 +112,9 @@ class Trainer:
 
     def _batches(self) -> Iterator[list]:
         """The global batches of the current epoch from the current position on."""
-        return self.data.epoch_batches(self.config.tokens_per_batch, self.config.seed, self.epoch, start=self.batch_in_epoch)
+        return self.data.epoch_batches(
+            self.config.tokens_per_batch, self.config.seed, self.epoch, start=self.batch_in_epoch
+        )
 
     def _train_step(self, examples) -> Tuple[float, float, int]:
         """One optimizer step on the global batch ``examples`` (this rank computes its share);
@@ -111,7 +132,9 @@ class Trainer:
         self.optimizer.step()
         self.scheduler.step()
         self.step += 1
-        forward_sum, backward_sum = self.cluster.sum([forward.item() if weight else 0.0, backward.item() if weight else 0.0])
+        forward_sum, backward_sum = self.cluster.sum(
+            [forward.item() if weight else 0.0, backward.item() if weight else 0.0]
+        )
         return forward_sum / n, backward_sum / n, n
 
     def _autocast(self):
@@ -145,7 +168,9 @@ class Trainer:
         message = f"step {self.step}: held-out perplexity forward {ppl['forward']:.1f}, backward {ppl['backward']:.1f}"
         if self.data.heldout_as_trained:
             long = self._perplexities(self.data.heldout_as_trained)
-            self.history.setdefault("heldout_as_trained", []).append([self.step, long["forward"], long["backward"], self.elapsed])
+            self.history.setdefault("heldout_as_trained", []).append(
+                [self.step, long["forward"], long["backward"], self.elapsed]
+            )
             message += f"; in windows of {self.config.max_len}: {long['forward']:.1f}, {long['backward']:.1f}"
         if self.cluster.is_main:
             (bar.write if bar is not None else print)(message)
@@ -182,7 +207,9 @@ class Trainer:
         old_len = state["config"]["max_len"]
         varies = {"train_examples"} if old_len != self.config.max_len else set()  # the number of windows
         if _without(state["data"], varies) != _without(self.data.fingerprint(), varies):
-            raise ElmoInputError(f"The checkpoint was trained on other data ({state['data']}), not this corpus ({self.data.fingerprint()})")
+            raise ElmoInputError(
+                f"The checkpoint was trained on other data ({state['data']}), not this corpus ({self.data.fingerprint()})"
+            )
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])

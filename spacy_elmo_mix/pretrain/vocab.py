@@ -3,6 +3,7 @@
 Its file ``vocab.txt`` has bilm-tf's layout: one word per line, ``<S>``, ``</S>``, ``<UNK>`` first,
 then words by decreasing frequency (ties in first-seen order).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +11,8 @@ from typing import Dict, List, Sequence, Union
 
 import numpy as np
 
-from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from ..atomic import atomic_write
+from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from .corpus import CorpusError
 
 UNK_TOKEN = "<UNK>"
@@ -35,7 +36,9 @@ class Vocabulary:
         return len(self.words)
 
     @classmethod
-    def build(cls, types: Sequence[str], counts: np.ndarray, min_count: int = 1, max_size: int = 50_000) -> "Vocabulary":
+    def build(
+        cls, types: Sequence[str], counts: np.ndarray, min_count: int = 1, max_size: int = 50_000
+    ) -> "Vocabulary":
         """The at most ``max_size`` most frequent types seen at least ``min_count`` times.
 
         types: token strings by type id (ids 0 and 1 are the markers).

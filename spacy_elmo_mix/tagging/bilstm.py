@@ -11,6 +11,7 @@ Keras network does (``LSTM(dropout=..., recurrent_dropout=...)``):
 
 Masks scale kept units by ``1 / (1 - p)``; in ``eval()`` mode nothing is dropped.
 """
+
 from __future__ import annotations
 
 from typing import Dict
@@ -105,4 +106,3 @@ def _lstm(x: Tensor, params: Dict[str, Tensor], suffix: str, training: bool) -> 
 def _gather_steps(x: Tensor, index: Tensor) -> Tensor:
     """``x[b, index[b, t]]`` for every b, t: [B, L, D] reordered along the steps."""
     return x.gather(1, index.unsqueeze(2).expand(-1, -1, x.shape[2]))
-

@@ -14,6 +14,7 @@ every decoded sequence is valid by construction (``tag_schemes.allowed_transitio
 from BIO or BILOU tags). Gold tags ``-1`` mean "unknown": the likelihood then sums over every tag at
 that position (a partially annotated sentence).
 """
+
 from __future__ import annotations
 
 from typing import List, Optional, Tuple
@@ -42,10 +43,16 @@ class LinearChainCRF(nn.Module):
         self.start = nn.Parameter(torch.zeros(n_tags))
         self.end = nn.Parameter(torch.zeros(n_tags))
         if allowed is None:
-            allowed = (torch.ones(n_tags, dtype=torch.bool), torch.ones(n_tags, n_tags, dtype=torch.bool), torch.ones(n_tags, dtype=torch.bool))
+            allowed = (
+                torch.ones(n_tags, dtype=torch.bool),
+                torch.ones(n_tags, n_tags, dtype=torch.bool),
+                torch.ones(n_tags, dtype=torch.bool),
+            )
         start, trans, end = (torch.as_tensor(a, dtype=torch.bool) for a in allowed)
         if start.shape != (n_tags,) or trans.shape != (n_tags, n_tags) or end.shape != (n_tags,):
-            raise ValueError(f"allowed: shapes [{n_tags}], [{n_tags}, {n_tags}], [{n_tags}] expected, got {tuple(start.shape)}, {tuple(trans.shape)}, {tuple(end.shape)}")
+            raise ValueError(
+                f"allowed: shapes [{n_tags}], [{n_tags}, {n_tags}], [{n_tags}] expected, got {tuple(start.shape)}, {tuple(trans.shape)}, {tuple(end.shape)}"
+            )
         # Buffers: they move with the module and are saved with it, but are not learned.
         self.register_buffer("allowed_start", start)
         self.register_buffer("allowed_transitions", trans)
@@ -171,7 +178,9 @@ def _logsumexp(x: Tensor, dim: int) -> Tensor:
     top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
     total = torch.exp(x - top).sum(dim=dim)
     some = total > 0
-    return torch.where(some, torch.log(torch.where(some, total, torch.ones_like(total))), torch.full_like(total, float("-inf"))) + top.squeeze(dim)
+    return torch.where(
+        some, torch.log(torch.where(some, total, torch.ones_like(total))), torch.full_like(total, float("-inf"))
+    ) + top.squeeze(dim)
 
 
 def _check(emissions: Tensor, lengths: Tensor, n_tags: int) -> Tensor:

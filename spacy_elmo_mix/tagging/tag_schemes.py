@@ -7,6 +7,7 @@
 Corpora annotated in IOB1 (``I-X`` may begin a span) are converted to spans when they are read
 (``convert``), so IOB1 is an input format, not a tag set a CRF predicts in.
 """
+
 from __future__ import annotations
 
 from typing import List, Sequence, Tuple
@@ -84,7 +85,7 @@ def spans_to_tags(spans: Sequence[Tuple[int, int, str]], n_tokens: int, scheme: 
 def tags_to_spans(tags: Sequence[str]) -> List[Tuple[int, int, str]]:
     """The ``(start, end, label)`` spans of a valid BIO or BILOU tag sequence."""
     spans: List[Tuple[int, int, str]] = []
-    start = None
+    start, open_label = None, ""
     for i, tag in enumerate(list(tags) + [OUTSIDE]):
         prefix, label = _split(tag)
         if start is not None and prefix not in "IL":

@@ -31,6 +31,7 @@ in the paper) marks it with †. A comparison needs at least 2 seeds on both sid
 is not marked and the table's notes say so. Missing or unreadable runs are listed in the notes (and
 returned) instead of stopping the comparison. Every output is written atomically.
 """
+
 from __future__ import annotations
 
 import io
@@ -163,7 +164,9 @@ def _layer_weights(data: dict, path: Path) -> Dict[str, Tuple[List[float], float
             raise MetricsError(f"{path}: key {key!r} needs a non-empty list 'weights' and a number 'gamma'")
         weights = [_finite(w, f"{key}.weights", path) for w in entry["weights"]]
         if abs(sum(weights) - 1.0) > 1e-3:
-            raise MetricsError(f"{path}: key {key}.weights must be softmax-normalized (sum 1), sums to {sum(weights):.4f}")
+            raise MetricsError(
+                f"{path}: key {key}.weights must be softmax-normalized (sum 1), sums to {sum(weights):.4f}"
+            )
         result[component] = (weights, _finite(entry.get("gamma"), f"{key}.gamma", path))
     return result
 
@@ -239,7 +242,8 @@ def load_results(
         raise ElmoFileError(f"{results_dir}: no such results folder")
     selected = (set(datasets or ()), set(schemes or ()), {int(n) for n in seeds or ()})
     found: Dict[RunKey, Path] = {
-        key: run_dir for key, run_dir in _run_dirs(Path(results_dir))
+        key: run_dir
+        for key, run_dir in _run_dirs(Path(results_dir))
         if all(not chosen or value in chosen for value, chosen in zip(key, selected))
     }
     for key, run_dir in found.items():
@@ -516,7 +520,9 @@ def render_table(table: Table, results: Results, alpha: float) -> str:
     """``results/table.md``: caption (protocol, marks), the table with the paper's rows, numbered notes."""
     counts = sorted({len(c.scores) for c in table.cells.values()})
     show_n = len(counts) > 1
-    seeds = f"{counts[0]} seed{'s' if counts[0] != 1 else ''} per cell" if len(counts) == 1 else "n seeds (given per cell)"
+    seeds = (
+        f"{counts[0]} seed{'s' if counts[0] != 1 else ''} per cell" if len(counts) == 1 else "n seeds (given per cell)"
+    )
     caption = (
         f"Test score per dataset (row) and weighting scheme (column) in percent: mean ± sample standard "
         f"deviation (ddof=1) over {seeds}. **Bold**: the best mean of the row. †: significantly worse than "
@@ -537,7 +543,9 @@ def render_table(table: Table, results: Results, alpha: float) -> str:
     body = _markdown_table(header, rows) if rows else "(no results found)"
     notes = _paper_notes(table) + table_notes(table, results)
     footer = "\n".join(f"{i}. {note}" for i, note in enumerate(notes, start=1))
-    return f"# Weighting schemes for ELMo: test scores\n\n{caption}\n\n{body}\n" + (f"\nNotes:\n\n{footer}\n" if notes else "")
+    return f"# Weighting schemes for ELMo: test scores\n\n{caption}\n\n{body}\n" + (
+        f"\nNotes:\n\n{footer}\n" if notes else ""
+    )
 
 
 def _paper_notes(table: Table) -> List[str]:
@@ -574,10 +582,14 @@ def render_layer_weights(results: Results) -> str:
     placed = {key: _layer_indices(key[1], len(values[0][0])) for key, values in groups.items()}
     width = max((max(layers) + 1 for layers in placed.values() if layers), default=0)
     rows, notes = [], []
-    for (dataset, scheme, component), values in sorted(groups.items(), key=lambda kv: (datasets.index(kv[0][0]), schemes.index(kv[0][1]), kv[0][2])):
+    for (dataset, scheme, component), values in sorted(
+        groups.items(), key=lambda kv: (datasets.index(kv[0][0]), schemes.index(kv[0][1]), kv[0][2])
+    ):
         lengths = {len(w) for w, _ in values}
         if len(lengths) > 1:
-            notes.append(f"{dataset}/{scheme}/{component}: seeds disagree on the number of layers {sorted(lengths)}; left out")
+            notes.append(
+                f"{dataset}/{scheme}/{component}: seeds disagree on the number of layers {sorted(lengths)}; left out"
+            )
             continue
         mean = np.mean([w for w, _ in values], axis=0)
         cells = ["–"] * width

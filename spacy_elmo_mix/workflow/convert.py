@@ -25,6 +25,7 @@ state it (``iob2`` rejects an ``I-`` tag that starts an entity). Files are read 
 mark is dropped) or the given encoding. A malformed line raises :class:`ConvertError` naming the file
 and line. Outputs are written atomically.
 """
+
 from __future__ import annotations
 
 import json
@@ -125,7 +126,9 @@ def load_datasets(path: Optional[PathLike] = None) -> Dict[str, DatasetSpec]:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ElmoInputError(f"{source}: not a JSON data set list ({exc})") from exc
         if not isinstance(entries, dict) or not all(isinstance(e, dict) for e in entries.values()):
-            raise ElmoInputError(f"{source}: expected a JSON object of data set name -> object with {', '.join(sorted(known))}")
+            raise ElmoInputError(
+                f"{source}: expected a JSON object of data set name -> object with {', '.join(sorted(known))}"
+            )
         for name, entry in entries.items():
             unknown = sorted(set(entry) - known)
             missing = sorted({"format", "files", "task"} - set(entry))
@@ -152,6 +155,8 @@ def resolve_dataset(name: str, datasets_file: Optional[PathLike] = None, **optio
         )
     given.setdefault("files", {split: split + "*" for split in SPLITS})
     return DatasetSpec(name, **given).check("the command line")
+
+
 # ----------------------------------------------------------------------------------------- readers
 
 
@@ -316,10 +321,14 @@ def to_iob2(sentence: Sentence, scheme: str) -> Tuple[List[str], bool]:
     previous = "O"
     for index, tag in enumerate(sentence.labels):
         if tag[:2] not in ("B-", "I-") and tag != "O":
-            raise sentence.error(index, f"{tag} is a BILOU tag in a sentence read as {scheme}; use --scheme bilou or auto")
+            raise sentence.error(
+                index, f"{tag} is a BILOU tag in a sentence read as {scheme}; use --scheme bilou or auto"
+            )
         if tag.startswith("I-") and previous[2:] != tag[2:]:
             if scheme == "iob2":
-                raise sentence.error(index, f"{tag} after {previous} is not valid BIO (IOB2); use --scheme iob1 or auto")
+                raise sentence.error(
+                    index, f"{tag} after {previous} is not valid BIO (IOB2); use --scheme iob1 or auto"
+                )
             i_started = True
             tag = "B-" + tag[2:]
         tags.append(tag)
@@ -404,7 +413,9 @@ def check_output(path: Path, folder: bool) -> Path:
     """``path``, or ElmoFileError when it cannot be written: a folder where a file is meant (or the
     other way round), or a file where one of its parent folders would be."""
     if path.exists() and path.is_dir() != folder:
-        raise ElmoFileError(f"{path}: exists and is a {'file' if folder else 'folder'}; give a {'folder' if folder else '.spacy file'}")
+        raise ElmoFileError(
+            f"{path}: exists and is a {'file' if folder else 'folder'}; give a {'folder' if folder else '.spacy file'}"
+        )
     blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:
         raise ElmoFileError(f"{path}: cannot be written: {blocking} is a file, not a folder")

@@ -29,14 +29,15 @@ Every job runs single-threaded (``OMP_NUM_THREADS=1``, which also sets torch's t
 ``MKL_NUM_THREADS=1``, ``OPENBLAS_NUM_THREADS=1``). A failing job (non-zero exit, or no
 metrics.json) is reported with its exit code and last log lines; the other jobs go on.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
 import shlex
-import sys
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -175,7 +176,9 @@ def run_command(command: Sequence[str], log_path: Path, cwd: Optional[PathLike] 
         log.write(f"$ {shlex.join(command)}\n")
         log.flush()
         try:
-            code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd, env=env).returncode
+            code = subprocess.run(
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd, env=env
+            ).returncode
         except OSError as exc:
             log.write(f"cannot start the command: {exc}\n")
             code = 127
@@ -235,7 +238,11 @@ def _stamp_identity(result: JobResult, make_command: MakeCommand, results_dir: P
     if result.status == "ok":
         data, identity = _read_identity(metrics)
         if data is not None and identity is None:
-            data["identity"] = {"command": identity_command(result.job, make_command), "files": {}, "seed": result.job.seed}
+            data["identity"] = {
+                "command": identity_command(result.job, make_command),
+                "files": {},
+                "seed": result.job.seed,
+            }
             write_text_atomic(metrics, json.dumps(data, indent=2) + "\n")
     return result
 
@@ -265,7 +272,9 @@ def _local_backend(jobs, make_command, results_dir, max_workers, cwd) -> Iterato
 # ------------------------------------------------------------------------------------- Ray backend
 
 
-def run_remote_job(job: Job, make_command: MakeCommand, cwd: Optional[str]) -> Tuple[int, float, bytes, Dict[str, bytes]]:
+def run_remote_job(
+    job: Job, make_command: MakeCommand, cwd: Optional[str]
+) -> Tuple[int, float, bytes, Dict[str, bytes]]:
     """The body of a Ray task: run ``job`` in a temporary folder; return what the driver needs.
 
     job: the job; make_command: builds its command (``{output}`` = the temporary folder); cwd: the
@@ -341,8 +350,11 @@ def _ray_backend(
     started_here = not ray.is_initialized()
     if started_here:
         local = {"num_cpus": max_workers, "include_dashboard": False} if address is None else {}
-        _bounded(lambda: ray.init(address=address, runtime_env=runtime_env, log_to_driver=False, **local), connect_timeout,
-                 f"could not connect to the Ray cluster at {address or 'a new local instance'} within {connect_timeout:g} s")
+        _bounded(
+            lambda: ray.init(address=address, runtime_env=runtime_env, log_to_driver=False, **local),
+            connect_timeout,
+            f"could not connect to the Ray cluster at {address or 'a new local instance'} within {connect_timeout:g} s",
+        )
     remote = ray.remote(num_cpus=1, max_retries=0)(run_remote_job)
     try:
         pending = {remote.remote(job, make_command, cwd): job for job in jobs}
@@ -386,7 +398,9 @@ def projected_cost(todo: Sequence[Job], finished: Sequence[Job], results_dir: Pa
     seconds: Dict[str, List[float]] = {}
     for job in finished:
         try:
-            value = json.loads((job.run_dir(results_dir) / "metrics.json").read_text(encoding="utf-8")).get("train_seconds")
+            value = json.loads((job.run_dir(results_dir) / "metrics.json").read_text(encoding="utf-8")).get(
+                "train_seconds"
+            )
         except (OSError, ValueError):
             continue
         if isinstance(value, (int, float)):
@@ -401,10 +415,16 @@ def projected_cost(todo: Sequence[Job], finished: Sequence[Job], results_dir: Pa
             continue
         mean = sum(measured) / len(measured)
         total += count * mean
-        lines.append(f"  {dataset}: {count} runs x {mean / 60:.1f} min (mean training time of {len(measured)} finished)")
-    unmeasured = f"the runs of {', '.join(unknown)} (unknown until one finishes; bench/protocol_cost.py measures an epoch)"
+        lines.append(
+            f"  {dataset}: {count} runs x {mean / 60:.1f} min (mean training time of {len(measured)} finished)"
+        )
+    unmeasured = (
+        f"the runs of {', '.join(unknown)} (unknown until one finishes; bench/protocol_cost.py measures an epoch)"
+    )
     if total:
-        lines.append(f"projected: {total / workers / 3600:.1f} h of wall time" + (f" plus {unmeasured}" if unknown else ""))
+        lines.append(
+            f"projected: {total / workers / 3600:.1f} h of wall time" + (f" plus {unmeasured}" if unknown else "")
+        )
     elif unknown:
         lines.append(f"projected: {unmeasured}")
     return "\n".join(lines)
@@ -455,7 +475,9 @@ def run_grid(
     workers = max_workers or free_cores()
     if progress and todo:
         print(projected_cost(todo, [job for job in jobs if job in done], results_dir, workers), file=sys.stderr)
-    extra = {"address": address, "runtime_env": runtime_env, "connect_timeout": connect_timeout} if backend == "ray" else {}
+    extra = (
+        {"address": address, "runtime_env": runtime_env, "connect_timeout": connect_timeout} if backend == "ray" else {}
+    )
     with tqdm(total=len(todo), desc="grid", unit="job", disable=not progress or not todo) as bar:
         for result in BACKENDS[backend](todo, make_command, results_dir, workers, cwd, **extra):
             result.rerun = reruns[result.job]

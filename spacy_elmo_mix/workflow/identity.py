@@ -11,6 +11,7 @@ The grid reruns a job when the command it would run now differs from the recorde
 recorded file's content changed; ``compare`` leaves out (and lists) runs whose files changed. Hashes
 are memoized per (path, size, mtime), so checking a grid of runs on the same files hashes each once.
 """
+
 from __future__ import annotations
 
 import hashlib

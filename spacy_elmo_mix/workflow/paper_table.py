@@ -5,6 +5,7 @@ Table 1: mean test score (percent) over 10 seeds of a BiLSTM-CRF on the 5.5B ELM
 per weighting scheme; ``*`` marks a score significantly worse than the row's best (p < 0.01, as the
 paper tested). Rows are keyed by our data set ids; the paper has no no-ELMo ``baseline`` column.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,7 +54,8 @@ PAPER_ROWS: Dict[str, PaperRow] = {
     "conll2003": _row("NER (CoNLL-2003)", "90.50* 91.78 91.53* 91.67 91.81 91.73 91.76"),
     "conll2000": _row("Chunking (CoNLL-2000)", "95.07* 96.55 96.14* 96.38* 96.34* 96.52 96.51"),
     "ud_ewt": _row(
-        "POS (UD, 500 sent.)", "90.25* 92.33 90.46* 92.21 91.75* 91.94* 91.48*",
+        "POS (UD, 500 sent.)",
+        "90.25* 92.33 90.46* 92.21 91.75* 91.94* 91.48*",
         "the paper used UD 1.3, we use UD EWT 2.16",
     ),
     "wnut16": _row("WNUT16", "44.83* 49.88 48.58* 49.53 48.72 49.56 49.90"),

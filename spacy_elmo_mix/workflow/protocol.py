@@ -13,6 +13,7 @@ Two protocols:
 ``gold_preproc``; the paper's data sets all come tokenized), ``retokenized`` on spaCy's
 tokenization of the text.
 """
+
 from __future__ import annotations
 
 import json
@@ -74,7 +75,11 @@ class Protocol:
         epoch = self.steps_per_epoch(n_train)
         return {
             **settings,
-            "training.batcher": {"@batchers": "spacy.batch_by_sequence.v1", "size": self.batch_sentences, "get_length": None},
+            "training.batcher": {
+                "@batchers": "spacy.batch_by_sequence.v1",
+                "size": self.batch_sentences,
+                "get_length": None,
+            },
             "training.max_steps": 0,
             "training.max_epochs": self.max_epochs,
             "training.eval_frequency": epoch,
@@ -85,8 +90,13 @@ class Protocol:
         """The ``protocol`` object of ``metrics.json``: the same for every scheme of a grid."""
         described: Dict[str, object] = {"architecture": architecture, "embed": embed, "tokens": self.tokens}
         if self.converges:
-            return {**described, "stopping": "patience", "patience_epochs": self.patience_epochs,
-                    "max_epochs": self.max_epochs, "batch": f"{self.batch_sentences} sentences"}
+            return {
+                **described,
+                "stopping": "patience",
+                "patience_epochs": self.patience_epochs,
+                "max_epochs": self.max_epochs,
+                "batch": f"{self.batch_sentences} sentences",
+            }
         return {**described, "stopping": "steps", "max_steps": self.max_steps, "eval_frequency": self.eval_frequency}
 
 

@@ -11,6 +11,7 @@ Table 1 (``spacy-elmo-mix.PaperScheme.v1`` name), or ``baseline``: the same task
 (``spacy_elmo_mix.workflow.identity``): the grid's command, the resolved settings, and the sha256 of
 the corpus, config and biLM files.
 """
+
 from __future__ import annotations
 
 import json
@@ -152,18 +153,25 @@ def run_one(
         "paths.dev": str(corpus / "dev.spacy"),
         "system.seed": int(seed),
         **protocol.settings(_count_sentences(corpus / "train.spacy", protocol.gold_preproc)),
-        "training.logger": {"@loggers": "spacy-elmo-mix.LayerWeightsLogger.v1", "path": str(output / "train_log.jsonl")},
+        "training.logger": {
+            "@loggers": "spacy-elmo-mix.LayerWeightsLogger.v1",
+            "path": str(output / "train_log.jsonl"),
+        },
     }
     if batch_words:
-        settings.update({"training.batcher.size.start": int(batch_words), "training.batcher.size.stop": int(batch_words)})
+        settings.update(
+            {"training.batcher.size.start": int(batch_words), "training.batcher.size.stop": int(batch_words)}
+        )
     if scheme != BASELINE:
-        settings.update({
-            "paths.elmo_options": elmo_options,
-            "paths.elmo_weights": elmo_weights,
-            f"components.{task.component}.model.tok2vec.elmo.mixer.name": scheme,
-            "initialize.components.elmo.cache_dir": cache_dir,
-            "initialize.components.elmo.cache_dtype": cache_dtype,
-        })
+        settings.update(
+            {
+                "paths.elmo_options": elmo_options,
+                "paths.elmo_weights": elmo_weights,
+                f"components.{task.component}.model.tok2vec.elmo.mixer.name": scheme,
+                "initialize.components.elmo.cache_dir": cache_dir,
+                "initialize.components.elmo.cache_dtype": cache_dtype,
+            }
+        )
     settings.update(overrides or {})
     if embed not in EMBEDS:
         raise ElmoInputError(f"unknown embed {embed!r}; choose one of {', '.join(EMBEDS)}")

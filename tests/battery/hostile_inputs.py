@@ -24,10 +24,10 @@ Outcomes (see tests/battery/README.md):
 
 It always exits 0: it measures. Needs ../shared/elmo_fixtures (the tiny fixture model).
 """
+
 from __future__ import annotations
 
 import argparse
-import copy
 import hashlib
 import http.server
 import json
@@ -42,7 +42,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -57,11 +57,31 @@ NETWORK_TIMEOUT = 10.0 + 8.0
 TEXT = "The bank raised its rates . Rates rose again ."
 SENTENCES = ["The bank raised its rates .", "Rates rose again .", "A dog saw the ball in the city !"]
 CONLL = "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP B-MISC\ncall NN I-NP O\n\nPeter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n"
-SIZE_FLAGS = ["--lstm-dim", "24", "--projection-dim", "8", "--filters", "1:4,2:8", "--char-dim", "4", "--min-count", "1"]
+SIZE_FLAGS = [
+    "--lstm-dim",
+    "24",
+    "--projection-dim",
+    "8",
+    "--filters",
+    "1:4,2:8",
+    "--char-dim",
+    "4",
+    "--min-count",
+    "1",
+]
 RUN_FLAGS = ["--max-steps", "2", "--batch-tokens", "200", "--no-progress"]
 PRETRAIN_FLAGS = SIZE_FLAGS + RUN_FLAGS
 # 30 s of training without checkpoints: an output problem found only after training shows as late
-TRAIN_30S = ["--max-steps", "1000000", "--max-minutes", "0.5", "--checkpoint-every", "1000000", "--eval-every", "1000000"]
+TRAIN_30S = [
+    "--max-steps",
+    "1000000",
+    "--max-minutes",
+    "0.5",
+    "--checkpoint-every",
+    "1000000",
+    "--eval-every",
+    "1000000",
+]
 PROGRESS_LINE = re.compile(r"\d+%\|| \d+/\d+ \[|it/s\]|s/it\]")
 WARNING_LINE = re.compile(r"^\S.*:\d+: \w*Warning: ")
 
@@ -135,7 +155,7 @@ def case(group: str, name: str, expect: str = "clear"):
 
 
 # ---------------------------------------------------------------------------------- environment
-API_WRAPPER = r'''
+API_WRAPPER = r"""
 import json, os, sys
 os.chdir(sys.argv[1])
 
@@ -159,7 +179,7 @@ except BaseException as exc:
            "elmo": isinstance(exc, ElmoMixError), "config_error": kind.__name__ == "ConfigValidationError"}
 with open(os.path.join(sys.argv[1], "_outcome.json"), "w", encoding="utf-8") as handle:
     json.dump(out, handle)
-'''
+"""
 
 API_HELPERS = r'''
 import numpy as np
@@ -202,15 +222,27 @@ class Env:
         self._assets: Optional[Path] = None
         self.hang_port = _start_silent_server()
         self.http_port = _start_404_server()
-        self.vars = {"OPTIONS": str(FIXTURE / "options.json"), "WEIGHTS": str(FIXTURE / "lm_weights.hdf5"),
-                     "TINY_RANDOM": str(TINY_RANDOM), "TEXT": TEXT, "SENTENCES": SENTENCES}
+        self.vars = {
+            "OPTIONS": str(FIXTURE / "options.json"),
+            "WEIGHTS": str(FIXTURE / "lm_weights.hdf5"),
+            "TINY_RANDOM": str(TINY_RANDOM),
+            "TEXT": TEXT,
+            "SENTENCES": SENTENCES,
+        }
 
     # -- subprocesses ----------------------------------------------------------------------------
     def environ(self) -> Dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SPACY_ELMO_MIX_DEBUG")}
-        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HOME=str(self.home), PYTHONDONTWRITEBYTECODE="1",
-                   CACHED_PATH_CACHE_ROOT=str(self.home / "cached_path"), BATTERY_VARS=json.dumps(self.vars),
-                   NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+        env.update(
+            OMP_NUM_THREADS="1",
+            MKL_NUM_THREADS="1",
+            HOME=str(self.home),
+            PYTHONDONTWRITEBYTECODE="1",
+            CACHED_PATH_CACHE_ROOT=str(self.home / "cached_path"),
+            BATTERY_VARS=json.dumps(self.vars),
+            NO_PROXY="127.0.0.1,localhost",
+            no_proxy="127.0.0.1,localhost",
+        )
         return env
 
     def execute(self, command: List[str], folder: Path, stdin: bytes = b"", timeout: Optional[float] = None) -> Result:
@@ -219,8 +251,15 @@ class Env:
         if os.geteuid() == 0 and shutil.which("setpriv"):
             command = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", *command]
         start = time.perf_counter()
-        proc = subprocess.Popen(command, cwd=folder, env=self.environ(), stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen(
+            command,
+            cwd=folder,
+            env=self.environ(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         try:
             out, err = proc.communicate(stdin, timeout=timeout or self.timeout)
             rc = proc.returncode
@@ -519,30 +558,42 @@ def npz_check(path: Path, shapes: List[tuple]) -> Callable[[Result], Optional[st
 # ---- embed: text inputs to the CLI, ElmoEmbedder and the pipeline ------------------------------
 @case("embed", "cli_empty_sentence", "ok|clear")
 def _(d, env):
-    return Run(embed_argv(*fixture_files(d), "", "--output", "out.npz"), needle="empty",
-               check=npz_check(d / "out.npz", [(3, 0, 32)]))
+    return Run(
+        embed_argv(*fixture_files(d), "", "--output", "out.npz"),
+        needle="empty",
+        check=npz_check(d / "out.npz", [(3, 0, 32)]),
+    )
 
 
 @case("embed", "cli_whitespace_only_sentence", "ok|clear")
 def _(d, env):
-    return Run(embed_argv(*fixture_files(d), "   \t ", "--output", "out.npz"), needle="empty",
-               check=npz_check(d / "out.npz", [(3, 0, 32)]))
+    return Run(
+        embed_argv(*fixture_files(d), "   \t ", "--output", "out.npz"),
+        needle="empty",
+        check=npz_check(d / "out.npz", [(3, 0, 32)]),
+    )
 
 
 @case("embed", "cli_stdin_invalid_utf8", "ok|clear")
 def _(d, env):
     options, weights = fixture_files(d)
-    return Run(["embed", "--options", str(options), "--weights", str(weights), "--output", "out.npz"],
-               stdin=b"caf\xe9 au lait\nok line\n", needle="stdin|utf-8|utf8",
-               check=npz_check(d / "out.npz", [(3, 3, 32), (3, 2, 32)]))
+    return Run(
+        ["embed", "--options", str(options), "--weights", str(weights), "--output", "out.npz"],
+        stdin=b"caf\xe9 au lait\nok line\n",
+        needle="stdin|utf-8|utf8",
+        check=npz_check(d / "out.npz", [(3, 3, 32), (3, 2, 32)]),
+    )
 
 
 @case("embed", "cli_stdin_nul_and_controls", "ok|clear")
 def _(d, env):
     options, weights = fixture_files(d)
-    return Run(["embed", "--options", str(options), "--weights", str(weights), "--output", "out.npz"],
-               stdin=b"a\x00b c\x1b[31m d\nplain words here\n", needle="stdin|control",
-               check=npz_check(d / "out.npz", [(3, 3, 32), (3, 3, 32)]))
+    return Run(
+        ["embed", "--options", str(options), "--weights", str(weights), "--output", "out.npz"],
+        stdin=b"a\x00b c\x1b[31m d\nplain words here\n",
+        needle="stdin|control",
+        check=npz_check(d / "out.npz", [(3, 3, 32), (3, 3, 32)]),
+    )
 
 
 @case("embed", "cli_output_under_a_file")
@@ -554,8 +605,16 @@ def _(d, env):
 @case("embed", "cli_output_is_a_folder")
 def _(d, env):
     (d / "outdir").mkdir()
-    elsewhere = lambda result: "exit status 0, wrote outdir.npz instead" if (d / "outdir.npz").exists() else "exit status 0, no output"  # noqa: E731
-    return Run(embed_argv(*fixture_files(d), "a b", "--output", "outdir"), needle="outdir", protect=[d / "outdir"], check=elsewhere)
+
+    def elsewhere(result):
+        return "exit status 0, wrote outdir.npz instead" if (d / "outdir.npz").exists() else "exit status 0, no output"
+
+    return Run(
+        embed_argv(*fixture_files(d), "a b", "--output", "outdir"),
+        needle="outdir",
+        protect=[d / "outdir"],
+        check=elsewhere,
+    )
 
 
 @case("embed", "cli_top_layer_too_high")
@@ -579,43 +638,60 @@ def embedder_code(body: str) -> str:
 
 @case("embed", "api_empty_sentence", "ok|clear")
 def _(d, env):
-    return Run(code=embedder_code("a = elmo.embed_sentence([])\nif a.shape != (3, 0, 32): wrong(f'shape {a.shape}')\n"),
-               needle="empty")
+    return Run(
+        code=embedder_code("a = elmo.embed_sentence([])\nif a.shape != (3, 0, 32): wrong(f'shape {a.shape}')\n"),
+        needle="empty",
+    )
 
 
 @case("embed", "api_empty_token", "ok|clear")
 def _(d, env):
-    return Run(code=embedder_code(
-        "a = elmo.embed_sentence(['', 'a'])\nif a.shape != (3, 2, 32) or not np.isfinite(a).all(): wrong(f'shape {a.shape}')\n"),
-        needle="token 0|''|empty")
+    return Run(
+        code=embedder_code(
+            "a = elmo.embed_sentence(['', 'a'])\nif a.shape != (3, 2, 32) or not np.isfinite(a).all(): wrong(f'shape {a.shape}')\n"
+        ),
+        needle="token 0|''|empty",
+    )
 
 
 @case("embed", "api_huge_token", "ok")
 def _(d, env):
-    return Run(code=embedder_code(
-        "big = elmo.embed_sentence(['x' * 100000, 'y'])\ncut = elmo.embed_sentence(['x' * 48, 'y'])\n"
-        "same([big], [cut], 'a 100k-char token vs its first 48 bytes')\n"))
+    return Run(
+        code=embedder_code(
+            "big = elmo.embed_sentence(['x' * 100000, 'y'])\ncut = elmo.embed_sentence(['x' * 48, 'y'])\n"
+            "same([big], [cut], 'a 100k-char token vs its first 48 bytes')\n"
+        )
+    )
 
 
 @case("embed", "api_huge_multibyte_token", "ok")
 def _(d, env):
-    return Run(code=embedder_code(
-        "a = elmo.embed_sentence(['\\u00e9' * 50000, '\\U0001F600' * 1000])\n"
-        "if a.shape != (3, 2, 32) or not np.isfinite(a).all(): wrong(f'shape {a.shape} or non-finite')\n"))
+    return Run(
+        code=embedder_code(
+            "a = elmo.embed_sentence(['\\u00e9' * 50000, '\\U0001F600' * 1000])\n"
+            "if a.shape != (3, 2, 32) or not np.isfinite(a).all(): wrong(f'shape {a.shape} or non-finite')\n"
+        )
+    )
 
 
 @case("embed", "api_control_chars", "ok")
 def _(d, env):
-    return Run(code=embedder_code(
-        "a = elmo.embed_sentence(['\\x00', '\\x1b[31m', '\\u200b', '\\ufeff', '\\t'])\n"
-        "if a.shape != (3, 5, 32) or not np.isfinite(a).all(): wrong(f'shape {a.shape} or non-finite')\n"))
+    return Run(
+        code=embedder_code(
+            "a = elmo.embed_sentence(['\\x00', '\\x1b[31m', '\\u200b', '\\ufeff', '\\t'])\n"
+            "if a.shape != (3, 5, 32) or not np.isfinite(a).all(): wrong(f'shape {a.shape} or non-finite')\n"
+        )
+    )
 
 
 @case("embed", "api_lone_surrogate", "ok|clear")
 def _(d, env):
-    return Run(code=embedder_code(
-        "a = elmo.embed_sentence(['a\\ud800b'])\nif a.shape != (3, 1, 32) or not np.isfinite(a).all(): wrong('bad output')\n"),
-        needle="ud800|surrogate|token")
+    return Run(
+        code=embedder_code(
+            "a = elmo.embed_sentence(['a\\ud800b'])\nif a.shape != (3, 1, 32) or not np.isfinite(a).all(): wrong('bad output')\n"
+        ),
+        needle="ud800|surrogate|token",
+    )
 
 
 @case("embed", "api_non_str_token")
@@ -640,34 +716,46 @@ def _(d, env):
 
 @case("embed", "api_dtype_float16")
 def _(d, env):
-    return Run(code="from spacy_elmo_mix import ElmoEmbedder\nElmoEmbedder(OPTIONS, WEIGHTS, dtype='float16')\n", needle="float16")
+    return Run(
+        code="from spacy_elmo_mix import ElmoEmbedder\nElmoEmbedder(OPTIONS, WEIGHTS, dtype='float16')\n",
+        needle="float16",
+    )
 
 
 @case("embed", "pipeline_10k_token_doc", "ok")
 def _(d, env):
-    return Run(code="nlp = elmo_nlp()\nwords = ('the bank raised its rates . ' * 1700).split()[:10000]\n"
-                    "from spacy.tokens import Doc\ndoc = nlp(Doc(nlp.vocab, words=words))\nlayers = doc._.elmo_layers\n"
-                    "if layers.shape != (3, 10000, 32) or not np.isfinite(layers).all(): wrong(f'layers {layers.shape}')\n"
-                    "if doc.tensor.shape != (10000, 32): wrong(f'tensor {doc.tensor.shape}')\n", timeout=120)
+    return Run(
+        code="nlp = elmo_nlp()\nwords = ('the bank raised its rates . ' * 1700).split()[:10000]\n"
+        "from spacy.tokens import Doc\ndoc = nlp(Doc(nlp.vocab, words=words))\nlayers = doc._.elmo_layers\n"
+        "if layers.shape != (3, 10000, 32) or not np.isfinite(layers).all(): wrong(f'layers {layers.shape}')\n"
+        "if doc.tensor.shape != (10000, 32): wrong(f'tensor {doc.tensor.shape}')\n",
+        timeout=120,
+    )
 
 
 @case("embed", "pipeline_empty_text", "ok")
 def _(d, env):
-    return Run(code="nlp = elmo_nlp()\ndoc = nlp('')\nif doc._.elmo_layers is None or doc._.elmo_layers.shape[1] != 0: "
-                    "wrong(f'layers {None if doc._.elmo_layers is None else doc._.elmo_layers.shape}')\n")
+    return Run(
+        code="nlp = elmo_nlp()\ndoc = nlp('')\nif doc._.elmo_layers is None or doc._.elmo_layers.shape[1] != 0: "
+        "wrong(f'layers {None if doc._.elmo_layers is None else doc._.elmo_layers.shape}')\n"
+    )
 
 
 @case("embed", "pipeline_whitespace_and_controls", "ok")
 def _(d, env):
-    return Run(code="nlp = elmo_nlp()\ndoc = nlp('  \\n\\t \\x00 \\x07 a\\u200bb  ')\nl = doc._.elmo_layers\n"
-                    "if l is None or l.shape[1] != len(doc) or not np.isfinite(l).all(): wrong(f'layers {None if l is None else l.shape} for {len(doc)} tokens')\n")
+    return Run(
+        code="nlp = elmo_nlp()\ndoc = nlp('  \\n\\t \\x00 \\x07 a\\u200bb  ')\nl = doc._.elmo_layers\n"
+        "if l is None or l.shape[1] != len(doc) or not np.isfinite(l).all(): wrong(f'layers {None if l is None else l.shape} for {len(doc)} tokens')\n"
+    )
 
 
 @case("embed", "pipeline_batch_independent", "ok")
 def _(d, env):
-    return Run(code="nlp = elmo_nlp()\nalone = [nlp(t)._.elmo_layers for t in SENTENCES]\n"
-                    "piped = [d._.elmo_layers for d in nlp.pipe(SENTENCES + ['x ' * 300], batch_size=4)][:3]\n"
-                    "same(piped, alone, 'nlp.pipe vs one doc at a time')\n")
+    return Run(
+        code="nlp = elmo_nlp()\nalone = [nlp(t)._.elmo_layers for t in SENTENCES]\n"
+        "piped = [d._.elmo_layers for d in nlp.pipe(SENTENCES + ['x ' * 300], batch_size=4)][:3]\n"
+        "same(piped, alone, 'nlp.pipe vs one doc at a time')\n"
+    )
 
 
 # ---- model files ---------------------------------------------------------------------------------
@@ -681,36 +769,96 @@ def model_case(name: str, make: Callable[[Path], tuple], needle: str, expect: st
 
 
 W = lambda d: FIXTURE / "lm_weights.hdf5"  # noqa: E731
-O = lambda d: FIXTURE / "options.json"  # noqa: E731
+O = lambda d: FIXTURE / "options.json"  # noqa: E731, E741
 
 model_case("options_missing", lambda d: (d / "no_options.json", W(d)), "no_options.json")
 model_case("weights_missing", lambda d: (O(d), d / "no_weights.hdf5"), "no_weights.hdf5")
 model_case("options_empty", lambda d: (write_options(d / "empty_options.json", text=""), W(d)), "empty_options.json")
-model_case("options_not_json", lambda d: (write_options(d / "bad_options.json", text="lstm: {dim: 64}"), W(d)), "bad_options.json")
-model_case("options_json_list", lambda d: (write_options(d / "list_options.json", text="[1, 2]"), W(d)), "list_options.json")
+model_case(
+    "options_not_json",
+    lambda d: (write_options(d / "bad_options.json", text="lstm: {dim: 64}"), W(d)),
+    "bad_options.json",
+)
+model_case(
+    "options_json_list", lambda d: (write_options(d / "list_options.json", text="[1, 2]"), W(d)), "list_options.json"
+)
 model_case("options_is_a_folder", lambda d: ((d / "optdir").mkdir() or d / "optdir", W(d)), "optdir")
 model_case("options_latin1_bytes", lambda d: (put(d / "l1_options.json", b'{"lstm": "\xe9"}'), W(d)), "l1_options.json")
 model_case("options_missing_lstm", lambda d: (write_options(d / "o.json", setdeep("lstm", DELETE)), W(d)), "lstm")
-model_case("options_missing_filters", lambda d: (write_options(d / "o.json", setdeep("char_cnn.filters", DELETE)), W(d)), "filters")
-model_case("options_negative_projection", lambda d: (write_options(d / "o.json", setdeep("lstm.projection_dim", -16)), W(d)), "projection_dim")
+model_case(
+    "options_missing_filters",
+    lambda d: (write_options(d / "o.json", setdeep("char_cnn.filters", DELETE)), W(d)),
+    "filters",
+)
+model_case(
+    "options_negative_projection",
+    lambda d: (write_options(d / "o.json", setdeep("lstm.projection_dim", -16)), W(d)),
+    "projection_dim",
+)
 model_case("options_zero_dim", lambda d: (write_options(d / "o.json", setdeep("lstm.dim", 0)), W(d)), "dim")
 model_case("options_dim_string", lambda d: (write_options(d / "o.json", setdeep("lstm.dim", "64")), W(d)), "dim")
-model_case("options_filters_garbage", lambda d: (write_options(d / "o.json", setdeep("char_cnn.filters", "abc")), W(d)), "filters")
-model_case("options_negative_filter_count", lambda d: (write_options(d / "o.json", setdeep("char_cnn.filters", [[1, -4]])), W(d)), "filters")
-model_case("options_few_characters", lambda d: (write_options(d / "o.json", setdeep("char_cnn.n_characters", 100)), W(d)), "n_characters")
-model_case("options_max_chars_2", lambda d: (write_options(d / "o.json", setdeep("char_cnn.max_characters_per_token", 2)), W(d)), "max_characters_per_token")
-model_case("options_bad_activation", lambda d: (write_options(d / "o.json", setdeep("char_cnn.activation", "gelu")), W(d)), "gelu|activation")
-model_case("options_n_layers_3", lambda d: (write_options(d / "o.json", setdeep("lstm.n_layers", 3)), W(d)), "n_layers|Cell2|layer")
-model_case("options_dim_mismatch", lambda d: (write_options(d / "o.json", setdeep("lstm.dim", 32)), W(d)), "W_0|dim|shape")
-model_case("options_fewer_highway_than_weights", lambda d: (write_options(d / "o.json", setdeep("char_cnn.n_highway", 1)), W(d)), "highway|CNN_high_1")
-model_case("options_more_highway_than_weights", lambda d: (write_options(d / "o.json", setdeep("char_cnn.n_highway", 3)), W(d)), "highway|CNN_high_2")
+model_case(
+    "options_filters_garbage",
+    lambda d: (write_options(d / "o.json", setdeep("char_cnn.filters", "abc")), W(d)),
+    "filters",
+)
+model_case(
+    "options_negative_filter_count",
+    lambda d: (write_options(d / "o.json", setdeep("char_cnn.filters", [[1, -4]])), W(d)),
+    "filters",
+)
+model_case(
+    "options_few_characters",
+    lambda d: (write_options(d / "o.json", setdeep("char_cnn.n_characters", 100)), W(d)),
+    "n_characters",
+)
+model_case(
+    "options_max_chars_2",
+    lambda d: (write_options(d / "o.json", setdeep("char_cnn.max_characters_per_token", 2)), W(d)),
+    "max_characters_per_token",
+)
+model_case(
+    "options_bad_activation",
+    lambda d: (write_options(d / "o.json", setdeep("char_cnn.activation", "gelu")), W(d)),
+    "gelu|activation",
+)
+model_case(
+    "options_n_layers_3",
+    lambda d: (write_options(d / "o.json", setdeep("lstm.n_layers", 3)), W(d)),
+    "n_layers|Cell2|layer",
+)
+model_case(
+    "options_dim_mismatch", lambda d: (write_options(d / "o.json", setdeep("lstm.dim", 32)), W(d)), "W_0|dim|shape"
+)
+model_case(
+    "options_fewer_highway_than_weights",
+    lambda d: (write_options(d / "o.json", setdeep("char_cnn.n_highway", 1)), W(d)),
+    "highway|CNN_high_1",
+)
+model_case(
+    "options_more_highway_than_weights",
+    lambda d: (write_options(d / "o.json", setdeep("char_cnn.n_highway", 3)), W(d)),
+    "highway|CNN_high_2",
+)
 model_case("weights_empty", lambda d: (O(d), put(d / "empty.hdf5", b"")), "empty.hdf5")
 model_case("weights_not_hdf5", lambda d: (O(d), put(d / "text.hdf5", "not hdf5")), "text.hdf5")
-model_case("weights_truncated", lambda d: (O(d), put(d / "cut.hdf5", (FIXTURE / "lm_weights.hdf5").read_bytes()[:60000])), "cut.hdf5")
+model_case(
+    "weights_truncated",
+    lambda d: (O(d), put(d / "cut.hdf5", (FIXTURE / "lm_weights.hdf5").read_bytes()[:60000])),
+    "cut.hdf5",
+)
 model_case("weights_swapped_with_options", lambda d: (W(d), O(d)), "lm_weights.hdf5|options.json")
-model_case("weights_missing_dataset", lambda d: (O(d), edit_weights(d / "nodata.hdf5", lambda f: f.__delitem__("CNN_proj/W_proj"))), "W_proj")
+model_case(
+    "weights_missing_dataset",
+    lambda d: (O(d), edit_weights(d / "nodata.hdf5", lambda f: f.__delitem__("CNN_proj/W_proj"))),
+    "W_proj",
+)
 model_case("weights_wrong_shape", lambda d: (O(d), edit_weights(d / "shape.hdf5", _reshape_proj)), "W_proj")
-model_case("weights_extra_highway_layer", lambda d: (O(d), edit_weights(d / "extra_high.hdf5", _extra_highway)), "highway|CNN_high_2")
+model_case(
+    "weights_extra_highway_layer",
+    lambda d: (O(d), edit_weights(d / "extra_high.hdf5", _extra_highway)),
+    "highway|CNN_high_2",
+)
 model_case("weights_nan", lambda d: (O(d), edit_weights(d / "nan.hdf5", _nan_weights)), "nan|finite")
 model_case("weights_damaged_value", lambda d: (O(d), edit_weights(d / "huge.hdf5", _huge_weight)), "CNN_proj/W_proj")
 model_case("weights_int_dtype", lambda d: (O(d), edit_weights(d / "int.hdf5", _int_proj)), "W_proj|dtype|int")
@@ -747,19 +895,27 @@ def _int_proj(f) -> None:
 
 @case("model", "url_server_never_answers")
 def _(d, env):
-    return Run(embed_argv(env.url("options.json"), env.url("weights.hdf5"), "a b"), needle="127.0.0.1", timeout=NETWORK_TIMEOUT)
+    return Run(
+        embed_argv(env.url("options.json"), env.url("weights.hdf5"), "a b"), needle="127.0.0.1", timeout=NETWORK_TIMEOUT
+    )
 
 
 @case("model", "url_unresolvable_host")
 def _(d, env):
-    return Run(embed_argv("http://nonexistent.invalid/options.json", "http://nonexistent.invalid/weights.hdf5", "a b"),
-               needle="nonexistent.invalid", timeout=NETWORK_TIMEOUT)
+    return Run(
+        embed_argv("http://nonexistent.invalid/options.json", "http://nonexistent.invalid/weights.hdf5", "a b"),
+        needle="nonexistent.invalid",
+        timeout=NETWORK_TIMEOUT,
+    )
 
 
 @case("model", "url_404")
 def _(d, env):
-    return Run(embed_argv(env.url("options.json", env.http_port), env.url("weights.hdf5", env.http_port), "a b"),
-               needle=f"127.0.0.1:{env.http_port}", timeout=NETWORK_TIMEOUT)
+    return Run(
+        embed_argv(env.url("options.json", env.http_port), env.url("weights.hdf5", env.http_port), "a b"),
+        needle=f"127.0.0.1:{env.http_port}",
+        timeout=NETWORK_TIMEOUT,
+    )
 
 
 @case("model", "add_pipe_url_server_never_answers")
@@ -779,7 +935,13 @@ def _(d, env):
 
 
 # ---- configs: add_pipe / spacy.load with bad values ----------------------------------------------
-def config_case(name: str, needle: str, model: Optional[dict] = None, component: Optional[dict] = None, scheme: Optional[dict] = None):
+def config_case(
+    name: str,
+    needle: str,
+    model: Optional[dict] = None,
+    component: Optional[dict] = None,
+    scheme: Optional[dict] = None,
+):
     @case("config", name)
     def _(d, env):
         code = (
@@ -802,9 +964,14 @@ config_case("cache_dtype_int8", "int8", {"cache_dtype": "int8"})
 config_case("unknown_model_key", "batchsize", {"batchsize": 8})
 config_case("unknown_component_key", "sett_tensor", component={"sett_tensor": False})
 config_case("scheme_layer_out_of_range", "7", scheme={"@layers": "spacy-elmo-mix.ScalarMix.v1", "layers": [0, 7]})
-config_case("scheme_initial_weights_length", "initial_weights",
-            scheme={"@layers": "spacy-elmo-mix.ScalarMix.v1", "initial_weights": [1.0, 2.0]})
-config_case("scheme_unknown_paper_name", "layer9", scheme={"@layers": "spacy-elmo-mix.PaperScheme.v1", "name": "layer9"})
+config_case(
+    "scheme_initial_weights_length",
+    "initial_weights",
+    scheme={"@layers": "spacy-elmo-mix.ScalarMix.v1", "initial_weights": [1.0, 2.0]},
+)
+config_case(
+    "scheme_unknown_paper_name", "layer9", scheme={"@layers": "spacy-elmo-mix.PaperScheme.v1", "name": "layer9"}
+)
 
 
 def saved_config_case(name: str, needle: str, old: str, new: str):
@@ -827,18 +994,38 @@ saved_config_case("load_cache_dtype_int8", "int8", 'cache_dtype = "float32"', 'c
 # ---- pretraining -------------------------------------------------------------------------------
 def corpus_lines(n: int = 200, seed: int = 0) -> str:
     rng = random.Random(seed)
-    subjects, verbs, objects = ["the cat", "a dog", "my friend", "the old man"], ["sees", "likes", "finds"], ["the ball .", "a red house .", "her brother ."]
+    subjects, verbs, objects = (
+        ["the cat", "a dog", "my friend", "the old man"],
+        ["sees", "likes", "finds"],
+        ["the ball .", "a red house .", "her brother ."],
+    )
     return "".join(f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)}\n" for _ in range(n))
 
 
-def pretrain_run(d: Path, corpus_bytes: Optional[bytes], *flags: str, needle: str = "", check=None, protect=(),
-                 name: str = "train.txt", output: str = "out", late_after: Optional[float] = None, sized: bool = True) -> Run:
+def pretrain_run(
+    d: Path,
+    corpus_bytes: Optional[bytes],
+    *flags: str,
+    needle: str = "",
+    check=None,
+    protect=(),
+    name: str = "train.txt",
+    output: str = "out",
+    late_after: Optional[float] = None,
+    sized: bool = True,
+) -> Run:
     """A pretrain CLI run on ``corpus_bytes`` (written to ``name``) with the tiny size flags (``sized``;
     without them for runs whose size comes from ``--options`` or a checkpoint, which refuse them)."""
     if corpus_bytes is not None:
         (d / name).write_bytes(corpus_bytes)
-    return Run(["pretrain", name, *(PRETRAIN_FLAGS if sized else RUN_FLAGS), "--output", output, *flags], needle=needle, check=check,
-               protect=list(protect), timeout=120, late_after=late_after)
+    return Run(
+        ["pretrain", name, *(PRETRAIN_FLAGS if sized else RUN_FLAGS), "--output", output, *flags],
+        needle=needle,
+        check=check,
+        protect=list(protect),
+        timeout=120,
+        late_after=late_after,
+    )
 
 
 def vocab_check(d: Path, test: Callable[[List[str]], Optional[str]]) -> Callable[[Result], Optional[str]]:
@@ -876,15 +1063,19 @@ def _(d, env):
 @case("pretrain", "binary_after_8k")
 def _(d, env):
     text = corpus_lines(400).encode()[:9000]
-    binary = (b"\x00\x01\x02abc\x00\x7f\x1b def\x00 \x05\x06 " * 300)
+    binary = b"\x00\x01\x02abc\x00\x7f\x1b def\x00 \x05\x06 " * 300
     return pretrain_run(d, text + b"\n" + binary, needle="train.txt", check=vocab_check(d, no_control_words))
 
 
 @case("pretrain", "latin1_corpus")
 def _(d, env):
     text = "".join(f"le café {w} déjà vu .\n" for w in ("crème", "gâteau", "thé") * 60).encode("latin-1")
-    return pretrain_run(d, text, needle="train.txt",
-                        check=vocab_check(d, lambda words: None if "café" in words else "café not in the vocabulary (mis-decoded)"))
+    return pretrain_run(
+        d,
+        text,
+        needle="train.txt",
+        check=vocab_check(d, lambda words: None if "café" in words else "café not in the vocabulary (mis-decoded)"),
+    )
 
 
 @case("pretrain", "bom_corpus", "ok")
@@ -962,13 +1153,17 @@ def _(d, env):
 def _(d, env):
     (d / "ro_out").mkdir()
     (d / "ro_out").chmod(0o555)
-    return pretrain_run(d, corpus_lines().encode(), *TRAIN_30S, needle="ro_out", protect=[d / "ro_out"], output="ro_out", late_after=25)
+    return pretrain_run(
+        d, corpus_lines().encode(), *TRAIN_30S, needle="ro_out", protect=[d / "ro_out"], output="ro_out", late_after=25
+    )
 
 
 @case("pretrain", "output_under_a_file")
 def _(d, env):
     (d / "afile").write_text("x", encoding="utf-8")
-    return pretrain_run(d, corpus_lines().encode(), *TRAIN_30S, needle="afile", protect=[d / "afile"], output="afile/out", late_after=25)
+    return pretrain_run(
+        d, corpus_lines().encode(), *TRAIN_30S, needle="afile", protect=[d / "afile"], output="afile/out", late_after=25
+    )
 
 
 @case("pretrain", "heldout_missing")
@@ -1026,16 +1221,25 @@ if not shards:
 def cache_case(name: str, damage: str, expect: str = "ok", needle: str = ""):
     @case("cache", name, expect)
     def _(d, env):
-        code = CACHE_PRELUDE + damage + "\nsame(layers_of(cached_nlp(), SENTENCES), ref, 'second run, after the damage')\n"
+        code = (
+            CACHE_PRELUDE + damage + "\nsame(layers_of(cached_nlp(), SENTENCES), ref, 'second run, after the damage')\n"
+        )
         return Run(code=code, needle=needle, timeout=120)
 
 
 cache_case("truncated_shard", "data = shards[0].read_bytes()\nshards[0].write_bytes(data[: len(data) // 2])\n")
-cache_case("flipped_bits_in_shard", "data = bytearray(shards[0].read_bytes())\nfor i in range(64, len(data), 97):\n    data[i] ^= 0x10\nshards[0].write_bytes(bytes(data))\n")
+cache_case(
+    "flipped_bits_in_shard",
+    "data = bytearray(shards[0].read_bytes())\nfor i in range(64, len(data), 97):\n    data[i] ^= 0x10\nshards[0].write_bytes(bytes(data))\n",
+)
 cache_case("garbled_index", "indexes[0].write_bytes(b'garbage' * 10)\n", "ok|clear", "idx")
 cache_case("shard_deleted", "shards[0].unlink()\n", "ok|clear", "shard")
-cache_case("read_only_cache_dir", "import os\nfor p in [Path('cache'), *Path('cache').rglob('*')]:\n    p.chmod(0o555 if p.is_dir() else 0o444)\n",
-           "ok|clear", "cache")
+cache_case(
+    "read_only_cache_dir",
+    "import os\nfor p in [Path('cache'), *Path('cache').rglob('*')]:\n    p.chmod(0o555 if p.is_dir() else 0o444)\n",
+    "ok|clear",
+    "cache",
+)
 
 
 @case("cache", "other_model_same_dir", "ok")
@@ -1044,7 +1248,8 @@ def _(d, env):
         "other = elmo_nlp(Path(TINY_RANDOM) / 'options.json', Path(TINY_RANDOM) / 'weights.hdf5', cache_memory_mb=0)\n"
         "ref2 = layers_of(other, SENTENCES)\n"
         "cached2 = elmo_nlp(Path(TINY_RANDOM) / 'options.json', Path(TINY_RANDOM) / 'weights.hdf5', cache_dir='cache', cache_memory_mb=0, cache_dtype='float32')\n"
-        "same(layers_of(cached2, SENTENCES), ref2, 'a second model on the same cache_dir')\n")
+        "same(layers_of(cached2, SENTENCES), ref2, 'a second model on the same cache_dir')\n"
+    )
     return Run(code=code, timeout=120)
 
 
@@ -1108,24 +1313,50 @@ def _(d, env):
             f[key][...] = f[key][()] * 1e4
 
     edit_weights(d / "huge.hdf5", scale)
-    argv = ["cache", "corpus.spacy", "--cache-dir", "cdir", "--options", "options.json", "--weights", "huge.hdf5", "--dtype", "float16"]
+    argv = [
+        "cache",
+        "corpus.spacy",
+        "--cache-dir",
+        "cdir",
+        "--options",
+        "options.json",
+        "--weights",
+        "huge.hdf5",
+        "--dtype",
+        "float16",
+    ]
 
     def check(result: Result) -> Optional[str]:
-        code = ("from pathlib import Path\nfrom spacy_elmo_mix import ElmoEmbedder\nfrom spacy_elmo_mix.layer_cache import LayerCache\n"
-                "e = ElmoEmbedder('options.json', 'huge.hdf5')\nc = LayerCache.for_model(e.model, 'cdir', dtype='float16', memory_bytes=0)\n"
-                "for s in SENTENCES:\n    got = c.get(s.split())\n    ref = e.embed_sentence(s.split())\n"
-                "    if got is None: wrong('sentence not cached')\n"
-                "    if not np.isfinite(got).all(): wrong('the float16 cache holds inf for layers beyond 65504 (reported as success)')\n"
-                "    if np.abs(got - ref).max() > 1e-3 * np.abs(ref).max(): wrong('cached layers differ from computed ones')\n")
+        code = (
+            "from pathlib import Path\nfrom spacy_elmo_mix import ElmoEmbedder\nfrom spacy_elmo_mix.layer_cache import LayerCache\n"
+            "e = ElmoEmbedder('options.json', 'huge.hdf5')\nc = LayerCache.for_model(e.model, 'cdir', dtype='float16', memory_bytes=0)\n"
+            "for s in SENTENCES:\n    got = c.get(s.split())\n    ref = e.embed_sentence(s.split())\n"
+            "    if got is None: wrong('sentence not cached')\n"
+            "    if not np.isfinite(got).all(): wrong('the float16 cache holds inf for layers beyond 65504 (reported as success)')\n"
+            "    if np.abs(got - ref).max() > 1e-3 * np.abs(ref).max(): wrong('cached layers differ from computed ones')\n"
+        )
         verdict = env.api(code, d)
-        return None if verdict.api and verdict.api["status"] == "ok" else (verdict.api or {}).get("message", verdict.stderr[-200:])
+        return (
+            None
+            if verdict.api and verdict.api["status"] == "ok"
+            else (verdict.api or {}).get("message", verdict.stderr[-200:])
+        )
 
     return Run(argv, needle="float16", check=check)
 
 
 # ---- convert ---------------------------------------------------------------------------------------
-def convert_run(d: Path, data: Optional[bytes], *flags: str, name: str = "in.txt", output: str = "out.spacy",
-                dataset: str = "conll2003", needle: str = "", check=None, protect=()) -> Run:
+def convert_run(
+    d: Path,
+    data: Optional[bytes],
+    *flags: str,
+    name: str = "in.txt",
+    output: str = "out.spacy",
+    dataset: str = "conll2003",
+    needle: str = "",
+    check=None,
+    protect=(),
+) -> Run:
     if data is not None:
         (d / name).write_bytes(data)
     return Run(["convert", dataset, name, output, *flags], needle=needle, check=check, protect=list(protect))
@@ -1136,13 +1367,19 @@ def same_docs_check(env: Env, d: Path, reference_text: bytes) -> Callable[[Resul
 
     def check(result: Result) -> Optional[str]:
         (d / "ref.txt").write_bytes(reference_text)
-        code = ("from spacy.tokens import DocBin\nfrom spacy.vocab import Vocab\n"
-                "from spacy_elmo_mix.workflow.convert import convert_file\nconvert_file('conll2003', 'ref.txt', 'ref.spacy')\n"
-                "read = lambda p: [([t.text for t in d], [(e.start, e.end, e.label_) for e in d.ents]) for d in DocBin().from_disk(p).get_docs(Vocab())]\n"
-                "got, ref = read('out.spacy'), read('ref.spacy')\n"
-                "if got != ref: wrong(f'docs differ from the clean file: {got[:2]} vs {ref[:2]}')\n")
+        code = (
+            "from spacy.tokens import DocBin\nfrom spacy.vocab import Vocab\n"
+            "from spacy_elmo_mix.workflow.convert import convert_file\nconvert_file('conll2003', 'ref.txt', 'ref.spacy')\n"
+            "read = lambda p: [([t.text for t in d], [(e.start, e.end, e.label_) for e in d.ents]) for d in DocBin().from_disk(p).get_docs(Vocab())]\n"
+            "got, ref = read('out.spacy'), read('ref.spacy')\n"
+            "if got != ref: wrong(f'docs differ from the clean file: {got[:2]} vs {ref[:2]}')\n"
+        )
         verdict = env.api(code, d)
-        return None if verdict.api and verdict.api["status"] == "ok" else (verdict.api or {}).get("message", verdict.stderr[-200:])
+        return (
+            None
+            if verdict.api and verdict.api["status"] == "ok"
+            else (verdict.api or {}).get("message", verdict.stderr[-200:])
+        )
 
     return check
 
@@ -1162,8 +1399,11 @@ def _(d, env):
 
 @case("convert", "bom_input", "ok")
 def _(d, env):
-    return convert_run(d, b"\xef\xbb\xbf" + CONLL.replace("-DOCSTART- -X- -X- O\n\n", "").encode(),
-                       check=same_docs_check(env, d, CONLL.encode()))
+    return convert_run(
+        d,
+        b"\xef\xbb\xbf" + CONLL.replace("-DOCSTART- -X- -X- O\n\n", "").encode(),
+        check=same_docs_check(env, d, CONLL.encode()),
+    )
 
 
 @case("convert", "crlf_input", "ok")
@@ -1237,8 +1477,10 @@ def _(d, env):
 
 
 # ---- damaged saved pipelines ------------------------------------------------------------------------
-LOAD_AND_COMPARE = ("import spacy\nnlp = spacy.load('pipeline')\nref = np.load(REF)\n"
-                    "same([nlp(TEXT)._.elmo_layers], [ref], 'the loaded pipeline vs the saved one')\n")
+LOAD_AND_COMPARE = (
+    "import spacy\nnlp = spacy.load('pipeline')\nref = np.load(REF)\n"
+    "same([nlp(TEXT)._.elmo_layers], [ref], 'the loaded pipeline vs the saved one')\n"
+)
 
 
 def pipeline_case(name: str, damage: Callable[[Path], None], needle: str, expect: str = "clear"):
@@ -1262,10 +1504,14 @@ def _flip(offsets: Callable[[int], Sequence[int]]) -> Callable[[Path], None]:
 pipeline_case("round_trip", lambda elmo: None, "", "ok")
 pipeline_case("model_one_float_flipped", _flip(lambda n: range(n // 2, n // 2 + 4)), "model")
 pipeline_case("model_bytes_flipped_spread", _flip(lambda n: range(n // 4, n, n // 7)), "model")
-pipeline_case("model_truncated", lambda elmo: (elmo / "model").write_bytes((elmo / "model").read_bytes()[:1000]), "model")
+pipeline_case(
+    "model_truncated", lambda elmo: (elmo / "model").write_bytes((elmo / "model").read_bytes()[:1000]), "model"
+)
 pipeline_case("model_missing", lambda elmo: (elmo / "model").unlink(), "model")
 pipeline_case("model_empty", lambda elmo: (elmo / "model").write_bytes(b""), "model")
-pipeline_case("model_from_other_data", lambda elmo: (elmo / "model").write_bytes(random.Random(2).randbytes(4096)), "model")
+pipeline_case(
+    "model_from_other_data", lambda elmo: (elmo / "model").write_bytes(random.Random(2).randbytes(4096)), "model"
+)
 pipeline_case("cfg_garbled", lambda elmo: (elmo / "cfg").write_text("{not json", encoding="utf-8"), "cfg")
 pipeline_case("scheme_missing", lambda elmo: (elmo / "scheme").unlink(), "scheme")
 pipeline_case("scheme_garbled", lambda elmo: (elmo / "scheme").write_bytes(b"\x93garbage"), "scheme")
@@ -1281,7 +1527,9 @@ def metrics_folder(d: Path, content: str, seed: int = 1) -> Path:
 
 
 def good_metrics(seed: int) -> str:
-    return json.dumps({"dataset": "conll2003", "scheme": "layer1", "seed": seed, "score": 0.5 + seed / 100, "metric": "ents_f"})
+    return json.dumps(
+        {"dataset": "conll2003", "scheme": "layer1", "seed": seed, "score": 0.5 + seed / 100, "metric": "ents_f"}
+    )
 
 
 def names_in_output(*parts: str) -> Callable[[Result], Optional[str]]:
@@ -1336,45 +1584,98 @@ GRID = ["grid", "--seeds", "1", "--results", "results", "--no-progress"]
 
 @case("grid_run", "run_unknown_scheme")
 def _(d, env):
-    return Run(["run", "--dataset", "conll2003", "--scheme", "layer9", "--seed", "1", "--output", "out"], needle="layer9")
+    return Run(
+        ["run", "--dataset", "conll2003", "--scheme", "layer9", "--seed", "1", "--output", "out"], needle="layer9"
+    )
 
 
 @case("grid_run", "run_unknown_dataset")
 def _(d, env):
-    return Run(["run", "--dataset", "conll2099", "--scheme", "layer1", "--seed", "1", "--output", "out"], needle="conll2099")
+    return Run(
+        ["run", "--dataset", "conll2099", "--scheme", "layer1", "--seed", "1", "--output", "out"], needle="conll2099"
+    )
 
 
 @case("grid_run", "run_corpus_missing")
 def _(d, env):
-    return Run(["run", "--dataset", "conll2003", "--scheme", "layer1", "--seed", "1", "--output", "out", "--corpus", "no_corpus"],
-               needle="no_corpus")
+    return Run(
+        [
+            "run",
+            "--dataset",
+            "conll2003",
+            "--scheme",
+            "layer1",
+            "--seed",
+            "1",
+            "--output",
+            "out",
+            "--corpus",
+            "no_corpus",
+        ],
+        needle="no_corpus",
+    )
 
 
 @case("grid_run", "run_set_not_json")
 def _(d, env):
-    return Run(["run", "--dataset", "conll2003", "--scheme", "layer1", "--seed", "1", "--output", "out", "--set", "training.seed=abc"],
-               needle="training.seed")
+    return Run(
+        [
+            "run",
+            "--dataset",
+            "conll2003",
+            "--scheme",
+            "layer1",
+            "--seed",
+            "1",
+            "--output",
+            "out",
+            "--set",
+            "training.seed=abc",
+        ],
+        needle="training.seed",
+    )
 
 
 @case("grid_run", "grid_unknown_scheme")
 def _(d, env):
-    return Run(GRID + ["--datasets", "conll2003", "--schemes", "layer9", "--command-template", "true {output}"], needle="layer9")
+    return Run(
+        GRID + ["--datasets", "conll2003", "--schemes", "layer9", "--command-template", "true {output}"],
+        needle="layer9",
+    )
 
 
 @case("grid_run", "grid_unknown_dataset")
 def _(d, env):
-    return Run(GRID + ["--datasets", "conll2099", "--schemes", "layer1", "--command-template", "true {output}"], needle="conll2099")
+    return Run(
+        GRID + ["--datasets", "conll2099", "--schemes", "layer1", "--command-template", "true {output}"],
+        needle="conll2099",
+    )
 
 
 @case("grid_run", "grid_unknown_placeholder")
 def _(d, env):
-    return Run(GRID + ["--datasets", "conll2003", "--schemes", "layer1", "--command-template", "true {outptu}"], needle="outptu")
+    return Run(
+        GRID + ["--datasets", "conll2003", "--schemes", "layer1", "--command-template", "true {outptu}"],
+        needle="outptu",
+    )
 
 
 @case("grid_run", "grid_negative_workers")
 def _(d, env):
-    return Run(GRID + ["--datasets", "conll2003", "--schemes", "layer1", "--command-template", "true {output}", "--max-workers", "-1"],
-               needle="max-workers|max_workers")
+    return Run(
+        GRID
+        + [
+            "--datasets",
+            "conll2003",
+            "--schemes",
+            "layer1",
+            "--command-template",
+            "true {output}",
+            "--max-workers",
+            "-1",
+        ],
+        needle="max-workers|max_workers",
+    )
 
 
 # ================================================================================== main
@@ -1384,12 +1685,16 @@ def print_report(verdicts: List[Verdict]) -> None:
     rows = [(v.group, v.name, v.expect, v.outcome, f"{v.seconds:.1f}", v.reason[:110]) for v in verdicts]
     msg.table(rows, header=("group", "case", "expected", "outcome", "s", "detail"), divider=True)
     totals = {o: sum(v.outcome == o for v in verdicts) for o in OUTCOMES}
-    msg.table([(o, n) for o, n in totals.items()] + [("total", len(verdicts))], header=("outcome", "cases"), divider=True)
+    msg.table(
+        [(o, n) for o, n in totals.items()] + [("total", len(verdicts))], header=("outcome", "cases"), divider=True
+    )
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", nargs="+", metavar="GROUP", choices=sorted({c.group for c in CASES}), help="run only these groups")
+    parser.add_argument(
+        "--only", nargs="+", metavar="GROUP", choices=sorted({c.group for c in CASES}), help="run only these groups"
+    )
     parser.add_argument("--case", help="run only cases whose name contains this")
     parser.add_argument("--json", type=Path, help="write the per-case results to this JSON file")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case (default 60; network cases: 15)")
@@ -1404,7 +1709,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         env = Env(Path(root), args.timeout)
         for i, c in enumerate(cases, 1):
             verdict = run_case(c, env)
-            print(f"[{i}/{len(cases)}] {c.group}/{c.name}: {verdict.outcome} ({verdict.seconds:.1f} s) {verdict.reason[:100]}", flush=True)
+            print(
+                f"[{i}/{len(cases)}] {c.group}/{c.name}: {verdict.outcome} ({verdict.seconds:.1f} s) {verdict.reason[:100]}",
+                flush=True,
+            )
             verdicts.append(verdict)
         _make_writable(Path(root))
     print_report(verdicts)
