@@ -83,7 +83,7 @@ def load_sentences(corpus: Path, n: int, max_length: int) -> List[List[str]]:
 
 def model_parts(args) -> tuple:
     """``(compute, make_cache)``: compute(batch) -> float32 layers; make_cache(directory, memory_bytes)."""
-    from spacy_elmo_mix.layer_cache import LayerCache
+    from spacy_elmo_mix.cache import LayerCache
 
     if args.synthetic:
         width = args.synthetic
@@ -106,7 +106,7 @@ def model_parts(args) -> tuple:
 
 def run_mode(args) -> dict:
     """Run one configuration in this process; returns its measurements."""
-    from spacy_elmo_mix.layer_cache import DEFAULT_MEMORY_BYTES
+    from spacy_elmo_mix.cache import DEFAULT_MEMORY_BYTES
 
     sentences = load_sentences(args.corpus, args.n, args.max_length)
     batches = [sentences[i : i + args.batch_size] for i in range(0, len(sentences), args.batch_size)]

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from elmo_testing import CONFIGS
 from spacy_elmo_mix.__main__ import main as elmo_mix_cli
+from spacy_elmo_mix.cache import LayerCache
 from spacy_elmo_mix.cache.index import HEADER
-from spacy_elmo_mix.layer_cache import LayerCache
 from spacy_elmo_mix.workflow.convert import convert_dataset
 
 PROJECT = CONFIGS.parent / "project.yml"

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from spacy_elmo_mix.cache import LayerCache, LayerCacheWarning, model_fingerprint
 from spacy_elmo_mix.cache import disk as disk_module
-from spacy_elmo_mix.layer_cache import LayerCache, LayerCacheWarning, model_fingerprint
 
 FINGERPRINT = "0123456789abcdef" * 2
 WIDTH = 16
@@ -184,7 +184,7 @@ def test_lru_eviction_under_the_byte_budget():
 # ----------------------------------------------------------------------------------- sharing
 CHILD_READ = """
 import sys, numpy as np
-from spacy_elmo_mix.layer_cache import LayerCache
+from spacy_elmo_mix.cache import LayerCache
 cache = LayerCache(sys.argv[1], sys.argv[2], n_layers_total=3, width=int(sys.argv[3]), dtype="float32")
 sentences = [s.split(" ") if s else [] for s in sys.argv[4].split("|")]
 np.savez(sys.argv[5], *cache.get_many(sentences))
@@ -192,7 +192,7 @@ np.savez(sys.argv[5], *cache.get_many(sentences))
 
 CHILD_WRITE = """
 import sys, numpy as np
-from spacy_elmo_mix.layer_cache import LayerCache
+from spacy_elmo_mix.cache import LayerCache
 cache = LayerCache(sys.argv[1], sys.argv[2], n_layers_total=3, width=int(sys.argv[3]), dtype="float32")
 rng = np.random.default_rng(int(sys.argv[4]))
 for batch in range(10):

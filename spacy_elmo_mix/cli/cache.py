@@ -31,9 +31,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         _parser().error("--batch-size and --max-length must be positive")
 
     from ..bilm.embedder import ElmoEmbedder
+    from ..cache import LayerCache
     from ..default_model import default_model_files
     from ..errors import ElmoFileError, ElmoInputError
-    from ..layer_cache import LayerCache
 
     try:
         options, weights = (args.options, args.weights) if args.options else default_model_files()

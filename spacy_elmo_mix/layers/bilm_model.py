@@ -269,7 +269,7 @@ _CACHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def layer_cache(model: Model):
-    """The model's :class:`~spacy_elmo_mix.layer_cache.LayerCache` (None when disabled).
+    """The model's :class:`~spacy_elmo_mix.cache.LayerCache` (None when disabled).
 
     One cache per loaded biLM, keyed by its weights' fingerprint. Only used for a frozen biLM.
     """
@@ -279,7 +279,7 @@ def layer_cache(model: Model):
     bilm = get_bilm(model)
     key = (config["cache_dir"], config["cache_memory_mb"], config["cache_dtype"])
     if bilm not in _CACHES or _CACHES[bilm][0] != key:
-        from ..layer_cache import LayerCache
+        from ..cache import LayerCache
 
         cache = LayerCache.for_model(
             bilm, config["cache_dir"], memory_bytes=int(config["cache_memory_mb"] * 2**20), dtype=config["cache_dtype"]

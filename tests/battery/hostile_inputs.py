@@ -1328,7 +1328,7 @@ def _(d, env):
 
     def check(result: Result) -> Optional[str]:
         code = (
-            "from pathlib import Path\nfrom spacy_elmo_mix import ElmoEmbedder\nfrom spacy_elmo_mix.layer_cache import LayerCache\n"
+            "from pathlib import Path\nfrom spacy_elmo_mix import ElmoEmbedder\nfrom spacy_elmo_mix.cache import LayerCache\n"
             "e = ElmoEmbedder('options.json', 'huge.hdf5')\nc = LayerCache.for_model(e.model, 'cdir', dtype='float16', memory_bytes=0)\n"
             "for s in SENTENCES:\n    got = c.get(s.split())\n    ref = e.embed_sentence(s.split())\n"
             "    if got is None: wrong('sentence not cached')\n"

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .cache.disk import DiskTier, LayerCacheWarning, NewEntry
-from .cache.keys import model_fingerprint, sequence_key
-from .cache.memory import MemoryTier
-from .cache.payload import cache_dtype, decode, encode
+from .disk import DiskTier, LayerCacheWarning, NewEntry
+from .keys import model_fingerprint, sequence_key
+from .memory import MemoryTier
+from .payload import cache_dtype, decode, encode
 
 if TYPE_CHECKING:
     import torch
