@@ -44,6 +44,7 @@ def test_how_it_ended_tells_patience_from_max_epochs(tmp_path):
     capped = how_it_ended(_log(tmp_path, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], every=2), settings)
     assert capped["stop_reason"] == "max_epochs" and not capped["converged"] and capped["best_epoch"] == 5
     budget = Protocol(max_steps=4, eval_frequency=2).settings(n_train=64)
-    assert how_it_ended(_log(tmp_path, [0.1, 0.2, 0.3], every=2), budget)["stop_reason"] == "max_steps"
+    ended = how_it_ended(_log(tmp_path, [0.1, 0.2, 0.3], every=2), budget)
+    assert ended["stop_reason"] == "max_steps" and ended["converged"] is None  # nothing to converge by
     with pytest.raises(ElmoInputError, match="no evaluation"):
         how_it_ended(_log(tmp_path, [], every=2), settings)

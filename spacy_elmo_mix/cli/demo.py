@@ -1,6 +1,7 @@
 """``python -m spacy_elmo_mix demo [--project-dir DIR] [--vars.NAME VALUE ...]``: the ``demo`` workflow.
 
-Runs ``spacy project run demo`` in the project folder and prints the resulting table. The project
+Runs ``spacy project run demo`` in the project folder, which ends by printing the table (also when
+nothing changed and its ``compare-demo`` step is skipped). The project
 folder is DIR if given, else the current folder when it holds a ``project.yml`` (a source checkout),
 else ``./spacy-elmo-mix-project``; a folder without ``project.yml`` gets a copy of the one shipped
 with the package (an existing one is never overwritten). The demo needs CoNLL-2003
@@ -15,6 +16,7 @@ import argparse
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -107,11 +109,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         raise ElmoFileError(
             f"the demo needs the {dataset} data set ({files} in {data_dir}): {exc}; pass --vars.data_dir PATH (see project.yml assets)"
         ) from exc
+    started = time.time()
     code = subprocess.call([sys.executable, "-m", "spacy", "project", "run", "demo", str(root), *argv])
     if code != 0:
         return code
     table = Path(_var(argv, "results_dir", "results"))
     table = (table if table.is_absolute() else root / table) / "demo" / "table.md"
-    if table.exists():
+    if table.exists() and table.stat().st_mtime < started:  # compare-demo was skipped: it printed nothing
         print(table.read_text(encoding="utf-8"))
     return 0

@@ -103,7 +103,8 @@ class Protocol:
 def how_it_ended(log_path: Path, settings: Dict[str, object]) -> Dict[str, object]:
     """``epochs``, ``best_epoch``, ``stop_reason`` and ``converged`` of a finished run, read from the
     evaluations in its training log (``spacy-elmo-mix.LayerWeightsLogger.v1`` lines) and the
-    ``settings`` it trained with (``Protocol.settings``)."""
+    ``settings`` it trained with (``Protocol.settings``). ``converged`` is None for a fixed budget
+    (``max_steps``, no patience rule)."""
     records = [json.loads(line) for line in Path(log_path).read_text(encoding="utf-8").splitlines() if line.strip()]
     records = [r for r in records if r.get("score") is not None]
     if not records:
@@ -124,5 +125,6 @@ def how_it_ended(log_path: Path, settings: Dict[str, object]) -> Dict[str, objec
         "best_epoch": round(best_step / epoch) if patience else None,
         "best_step": best_step,
         "stop_reason": reason,
-        "converged": reason == "patience",
+        # a fixed budget (no patience rule) has nothing to converge by: not applicable
+        "converged": reason == "patience" if patience else None,
     }
