@@ -116,6 +116,13 @@ def test_binary_data_after_the_first_8_kib_is_an_error_naming_the_line(tmp_path)
     assert read_corpus([tabs], pretokenized=True).types[2:] == ["tab", "separated", "form", "feed"]
 
 
+def test_pretokenized_text_keeps_unicode_spaces_inside_tokens(tmp_path):
+    # As in the converted data sets: only ASCII whitespace separates tokens (str.split() would cut
+    # "New\u00a0York" in two).
+    f = write(tmp_path / "nbsp.txt", "in New\u00a0York 10\u2009000 \u3000x\n".encode("utf-8"))
+    assert read_corpus([f], pretokenized=True).types[2:] == ["in", "New\u00a0York", "10\u2009000", "\u3000x"]
+
+
 def test_globs_and_gzip(tmp_path):
     import gzip
 

@@ -103,7 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="read the corpus from disk every epoch instead of holding it in memory (corpora larger than memory; shuffles within pools of 100 batches)",
     )
-    p.add_argument("--pretokenized", action="store_true", help="split lines on whitespace instead of spaCy's tokenizer")
+    p.add_argument(
+        "--pretokenized",
+        action="store_true",
+        help="split lines at ASCII whitespace (a no-break space stays inside its token) instead of spaCy's tokenizer",
+    )
     p.add_argument(
         "--encoding", default="utf-8", help="text encoding of the corpus files (a byte-order mark is dropped)"
     )

@@ -124,7 +124,8 @@ def read_corpus(
     """Read and tokenize ``paths`` into a :class:`Corpus`.
 
     paths: text files (``.gz`` ones are decompressed) or glob patterns.
-    pretokenized: split lines on whitespace instead of running spaCy's tokenizer.
+    pretokenized: split lines at ASCII whitespace (a no-break space stays inside its token) instead
+        of running spaCy's tokenizer.
     max_line_chars: longer lines are skipped (counted, with a warning).
     types: an existing type table to extend (e.g. the training corpus's, for held-out text).
     encoding: the files' text encoding (a UTF-8 byte-order mark is dropped).
@@ -241,10 +242,16 @@ def make_tokenizer(pretokenized: bool) -> Callable[[Iterable[str]], Iterator[Lis
     return _whitespace_tokenizer() if pretokenized else _spacy_tokenizer()
 
 
+# Pre-tokenized text separates tokens by ASCII whitespace only, as the converted data sets do: a
+# no-break space, thin space or ideographic space (str.split() splits at them) is part of a token,
+# so "New\u00a0York" stays one token.
+ASCII_TOKEN = re.compile(r"[^ \t\n\r\f\v]+")
+
+
 def _whitespace_tokenizer() -> Callable[[Iterable[str]], Iterator[List[str]]]:
     def tokenize(lines: Iterable[str]) -> Iterator[List[str]]:
         for line in lines:
-            yield line.split()
+            yield ASCII_TOKEN.findall(line)
 
     return tokenize
 
