@@ -1,13 +1,15 @@
-"""The exact float32 biLM beside AllenNLP 2.10.1, side by side in one run (issue 12).
+"""The exact float32 biLM beside AllenNLP 2.10.1, side by side in one run.
 
 A random biLM of the published "original" size (seed 0) is written as bilm-tf files
 (``save_bilm``); both implementations embed the same 20-30-token held-out sentences from token lists
 to numpy arrays, stateless (zero state per sentence), at each thread count and batch size. Each
 round runs AllenNLP (``allennlp_elmo.py speed --repeats 1`` in the reference environment: one
-warm-up batch, one timed pass), then ours as shipped (the two directions of a layer at the same time, MKL-packed weights where
-torch has them), the same with plain weights (``BiLM.set_prepacked(False)``), and with plain weights
-one direction after the other (``BiLM.concurrent_directions = False``, the path before issue 12), then the ``[batch, 512] @ [512, 16384]`` matmul; every figure is the median over the
-rounds, so all see the same machine load.
+warm-up batch, one timed pass), then ours as shipped (the two directions of a layer at the same
+time, this CPU's default kernel set: ``spacy_elmo_mix/bilm/kernels.py``), the same on every other
+kernel set the machine has (``BiLM.set_kernels``), with the directions one after the other
+(``BiLM.concurrent_directions = False``), and with ``compute_dtype = "auto"`` (bfloat16 where the
+CPU has bf16 units, else float32 again), then the ``[batch, 512] @ [512, 16384]`` matmul; every
+figure is the median over the rounds, so all see the same machine load.
 
 The AllenNLP reference is looked up at ``$ALLENNLP_REFERENCE`` (default ``~/allennlp-reference``,
 built by ``../shared/tools/allennlp_reference/setup.sh``); without it its rows are skipped with a
@@ -26,15 +28,16 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import torch
 
 from bilm_speed import MODELS, SHARED, batch_flops, cpu_name, load_sentences, matmul_job, model_options
 from spacy_elmo_mix.atomic import write_text_atomic
 from spacy_elmo_mix.bilm import BiLM, ElmoEmbedder
+from spacy_elmo_mix.bilm.kernels import KERNELS, default_kernels, unavailable_reason
 from spacy_elmo_mix.bilm.loading import save_bilm
-from spacy_elmo_mix.bilm.modules import mkl_packing_available
+from spacy_elmo_mix.bilm.precision import cpu_vendor, resolve_compute_dtype
 
 REFERENCE = Path(os.environ.get("ALLENNLP_REFERENCE", Path.home() / "allennlp-reference"))
 SCRIPT = SHARED / "tools" / "allennlp_reference" / "allennlp_elmo.py"
@@ -81,15 +84,11 @@ def allennlp_tokens_per_s(python: Path, files: Path, sentences: Path, batch_size
     return json.loads(done.stdout.strip().splitlines()[-1])["tokens_per_s"]
 
 
-def ours_tokens_per_s(
-    embedder: ElmoEmbedder, sentences: List[List[str]], batch_size: int, concurrent: bool, prepacked: bool
-) -> float:
-    """Our end-to-end tokens/s (token lists to numpy arrays), one warm-up batch then one timed pass.
-
-    concurrent: a layer's two directions at the same time; prepacked: ``BiLM.set_prepacked`` (on as shipped).
-    """
-    embedder.model.concurrent_directions = concurrent
-    embedder.model.set_prepacked(prepacked)
+def ours_tokens_per_s(embedder: ElmoEmbedder, sentences: List[List[str]], batch_size: int, variant: "Variant") -> float:
+    """Our end-to-end tokens/s (token lists to numpy arrays) as ``variant`` runs, one warm-up batch
+    then one timed pass."""
+    embedder.model.concurrent_directions = variant.concurrent
+    embedder.model.set_kernels(variant.kernels).set_compute_dtype(variant.dtype)
     embedder.embed_batch(sentences[:batch_size])
     start = time.perf_counter()
     for _ in embedder.embed_sentences(sentences, batch_size=batch_size, sort_batches=1):
@@ -97,12 +96,36 @@ def ours_tokens_per_s(
     return sum(map(len, sentences)) / (time.perf_counter() - start)
 
 
+class Variant(NamedTuple):
+    """One way of running our biLM: its column label, kernel set, directions at once, compute dtype."""
+
+    label: str
+    kernels: str
+    concurrent: bool
+    dtype: torch.dtype
+
+
+def variants() -> List[Variant]:
+    """As shipped (this CPU's default kernel set), every other kernel set this machine has, the
+    directions in turn, and ``compute_dtype = "auto"`` (bfloat16 where the CPU has bf16 units)."""
+    default = default_kernels()
+    auto = resolve_compute_dtype("auto")
+    rows = [Variant(f"ours ({default}, as shipped)", default, True, torch.float32)]
+    rows += [
+        Variant(f"{k} kernels", k, True, torch.float32) for k in KERNELS if k != default and not unavailable_reason(k)
+    ]
+    rows.append(Variant("directions in turn", default, False, torch.float32))
+    rows.append(Variant(f'"auto" ({str(auto).replace("torch.", "")})', default, True, auto))
+    return rows
+
+
 def bench(threads: Sequence[int], batch_sizes: Sequence[int], rounds: int, batches: int) -> List[Dict]:
-    """One row per (threads, batch size): median tokens/s of AllenNLP and ours (both paths), GFLOP/s."""
+    """One row per (threads, batch size): median tokens/s of AllenNLP and of each variant, GFLOP/s."""
     torch.manual_seed(0)
     model = BiLM(model_options(MODELS[FULL])).eval()
     python = reference_python()
     pool = [s for s in load_sentences(4000) if 20 <= len(s) <= 30]
+    ways = variants()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         files = save_bilm(model, Path(tmp) / "model")
@@ -114,22 +137,13 @@ def bench(threads: Sequence[int], batch_sizes: Sequence[int], rounds: int, batch
                 text = Path(tmp) / f"sentences_{batch_size}.txt"
                 write_text_atomic(text, "\n".join(" ".join(s) for s in sentences) + "\n")
                 matmul, matmul_flops = matmul_job(batch_size)
-                measured: Dict[str, List[float]] = {
-                    "allennlp": [],
-                    "ours": [],
-                    "ours_plain": [],
-                    "ours_in_turn": [],
-                    "matmul": [],
-                }
+                measured: Dict[str, List[float]] = {"allennlp": [], "matmul": [], **{w.label: [] for w in ways}}
                 for round_ in range(rounds):
                     print(f"  {n_threads} threads, batch {batch_size}: round {round_ + 1} of {rounds}", flush=True)
                     if python is not None:
                         measured["allennlp"].append(allennlp_tokens_per_s(python, files, text, batch_size, n_threads))
-                    measured["ours"].append(
-                        ours_tokens_per_s(embedder, sentences, batch_size, True, mkl_packing_available())
-                    )
-                    measured["ours_plain"].append(ours_tokens_per_s(embedder, sentences, batch_size, True, False))
-                    measured["ours_in_turn"].append(ours_tokens_per_s(embedder, sentences, batch_size, False, False))
+                    for way in ways:
+                        measured[way.label].append(ours_tokens_per_s(embedder, sentences, batch_size, way))
                     matmul()
                     start = time.perf_counter()
                     matmul()
@@ -139,49 +153,52 @@ def bench(threads: Sequence[int], batch_sizes: Sequence[int], rounds: int, batch
                     batch_flops(model.options, sentences[i : i + batch_size], 2)
                     for i in range(0, len(sentences), batch_size)
                 ) / sum(map(len, sentences))
+                shipped = med[ways[0].label]
                 row = {
                     "threads": n_threads,
                     "batch_size": batch_size,
                     "sentences": len(sentences),
                     "rounds": rounds,
                     "allennlp": med["allennlp"],
-                    "ours": med["ours"],
-                    "ours_plain": med["ours_plain"],
-                    "ours_in_turn": med["ours_in_turn"],
-                    "gflops": med["ours"] * flops_per_token / 1e9,
+                    "ours": {w.label: med[w.label] for w in ways},
+                    "gflops": shipped * flops_per_token / 1e9,
                     "matmul_gflops": med["matmul"],
                     "all": measured,
                 }
                 rows.append(row)
                 ratio = (
-                    f", {row['ours'] / row['allennlp']:.2f}x AllenNLP ({row['allennlp']:.0f})"
-                    if row["allennlp"]
-                    else ""
+                    f", {shipped / row['allennlp']:.2f}x AllenNLP ({row['allennlp']:.0f})" if row["allennlp"] else ""
                 )
+                others = "; ".join(f"{w.label} {med[w.label]:.0f}" for w in ways[1:])
                 print(
-                    f"  {n_threads} threads, batch {batch_size}: ours {row['ours']:.0f} tokens/s{ratio}; plain weights "
-                    f"{row['ours_plain']:.0f}; directions in turn {row['ours_in_turn']:.0f}",
+                    f"  {n_threads} threads, batch {batch_size}: ours {shipped:.0f} tokens/s{ratio}; {others}",
                     flush=True,
                 )
     return rows
 
 
 def markdown(rows: Sequence[Dict], header: str) -> str:
-    """The rows as a markdown table."""
+    """The rows as a markdown table: tokens/s and, beside AllenNLP, the ratio to it."""
+    labels = list(rows[0]["ours"]) if rows else []
     lines = [
         header,
         "",
-        "| threads | batch | AllenNLP tokens/s | ours tokens/s | ours / AllenNLP | plain weights tokens/s | "
-        "plain / AllenNLP | plain, directions in turn tokens/s | ours / in turn | GFLOP/s | matmul GFLOP/s (M=batch) | % of matmul |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| threads | batch | AllenNLP tokens/s | "
+        + " | ".join(f"{label} tokens/s (/ AllenNLP)" for label in labels)
+        + " | GFLOP/s (as shipped) | matmul GFLOP/s (M=batch) | % of matmul |",
+        "|---:|---:|---:|" + "---:|" * len(labels) + "---:|---:|---:|",
     ]
     for r in rows:
-        allen = f"{r['allennlp']:,.0f}" if r["allennlp"] else "skipped"
-        ratio = f"**{r['ours'] / r['allennlp']:.2f}x**" if r["allennlp"] else ""
-        plain = f"{r['ours_plain'] / r['allennlp']:.2f}x" if r["allennlp"] else ""
+        allen = r["allennlp"]
+        cells = []
+        for i, label in enumerate(labels):
+            value = r["ours"][label]
+            ratio = f" ({'**' if i == 0 else ''}{value / allen:.2f}x{'**' if i == 0 else ''})" if allen else ""
+            cells.append(f"{value:,.0f}{ratio}")
         lines.append(
-            f"| {r['threads']} | {r['batch_size']} | {allen} | {r['ours']:,.0f} | {ratio} | {r['ours_plain']:,.0f} | {plain} | {r['ours_in_turn']:,.0f} | "
-            f"{r['ours'] / r['ours_in_turn']:.2f}x | {r['gflops']:.1f} | {r['matmul_gflops']:.1f} | {100 * r['gflops'] / r['matmul_gflops']:.0f}% |"
+            f"| {r['threads']} | {r['batch_size']} | {f'{allen:,.0f}' if allen else 'skipped'} | "
+            + " | ".join(cells)
+            + f" | {r['gflops']:.1f} | {r['matmul_gflops']:.1f} | {100 * r['gflops'] / r['matmul_gflops']:.0f}% |"
         )
     return "\n".join(lines) + "\n"
 
@@ -205,12 +222,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
-    print(f"torch {torch.__version__}, {cpu_name()} ({cpu_flags()}), {os.cpu_count()} CPUs", flush=True)
+    print(f"torch {torch.__version__}, {cpu_vendor()} {cpu_name()} ({cpu_flags()}), {os.cpu_count()} CPUs", flush=True)
     rows = bench(args.threads, args.batch_sizes, args.rounds, args.batches)
     header = (
         f"Full-size random biLM (published 'original' architecture), exact float32, end to end (token lists to numpy), "
         f"20-30-token held-out sentences, {args.batches} batches per pass, medians of {args.rounds} interleaved rounds; "
-        f"torch {torch.__version__}, {cpu_name()} ({cpu_flags()}), {os.cpu_count()} CPUs, 1-minute load average "
+        f"torch {torch.__version__}, {cpu_vendor()} {cpu_name()} ({cpu_flags()}), {os.cpu_count()} CPUs, 1-minute load average "
         f"{load_before:.1f} before and {os.getloadavg()[0]:.1f} after."
     )
     text = markdown(rows, header)
@@ -218,7 +235,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if args.output:
         write_text_atomic(args.output, text)
     if args.json:
-        write_text_atomic(args.json, json.dumps({"rows": rows, "cpu": cpu_name(), "flags": cpu_flags()}, indent=1))
+        write_text_atomic(
+            args.json,
+            json.dumps({"rows": rows, "vendor": cpu_vendor(), "cpu": cpu_name(), "flags": cpu_flags()}, indent=1),
+        )
 
 
 if __name__ == "__main__":

@@ -16,12 +16,17 @@ def sentences(fixtures_dir):
 
 
 @pytest.mark.parametrize("capacity", [40, 100_000], ids=["evicting", "roomy"])
-def test_cached_embedder_equals_uncached(tiny_model_files, tiny_embedder, sentences, capacity):
+def test_cached_embedder_equals_uncached(tiny_model_files, tiny_embedder, sentences, capacity, fixtures_dir):
+    from test_bilm_reference import fixture_model_atol
+
     cached = ElmoEmbedder(*tiny_model_files, token_cache_size=capacity)
     expected = list(tiny_embedder.embed_sentences(sentences, batch_size=8))
+    # A cached vector was computed in another batch of words (another GEMM grouping of its sums):
+    # equal within the float32 bound of the model's depth, not bit for bit.
+    atol = fixture_model_atol(fixtures_dir, sentences, expected)
     for _ in range(2):  # the second pass reuses vectors computed in the first
         for ours, theirs in zip(cached.embed_sentences(sentences, batch_size=8), expected):
-            np.testing.assert_allclose(ours, theirs, atol=1e-6, rtol=0)
+            np.testing.assert_allclose(ours, theirs, atol=atol, rtol=0)
     cache = cached.model.token_cache
     assert cache.hits > 0 and 0 < len(cache) <= capacity
 

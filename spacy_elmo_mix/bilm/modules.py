@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Callable, List, NamedTuple, Optional, Tuple, TypeVar
+from typing import Callable, List, Optional, Tuple, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -27,6 +27,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from ..errors import ElmoInputError
 from .chars import PAD_CHAR, sentence_markers
+from .kernels import check_kernels, default_kernels, drop_packed, prepacked, product, step_product
 from .options import BiLMOptions, CharCNNOptions, LSTMOptions
 from .token_cache import TokenVectorCache
 
@@ -43,9 +44,10 @@ class Highway(nn.Module):
         self.bias = nn.Parameter(torch.zeros(2 * dim))
         nn.init.normal_(self.weight, std=(1.0 / dim) ** 0.5)
 
-    def forward(self, x: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
-        """dtype: of the matrix product (see ``BiLM.set_compute_dtype``); the gating stays float32."""
-        transform, carry = _linear(x, self.weight, self.bias, dtype).chunk(2, dim=-1)
+    def forward(self, x: Tensor, dtype: torch.dtype = torch.float32, kernels: str = "torch") -> Tensor:
+        """dtype: of the matrix product (see ``BiLM.set_compute_dtype``); the gating stays float32.
+        kernels: the library of a float32 product (see ``BiLM.set_kernels``)."""
+        transform, carry = _linear(x, self.weight, self.bias, dtype, kernels).chunk(2, dim=-1)
         # sigmoid(-z) = 1 - c, computed as AllenNLP does (it stores -W_carry).
         keep = torch.sigmoid(-carry)
         return keep * x + (1 - keep) * torch.relu(transform)
@@ -65,8 +67,10 @@ class CharCNN(nn.Module):
         self.highways = nn.ModuleList(Highway(opts.n_filters) for _ in range(opts.n_highway))
         self.projection = nn.Linear(opts.n_filters, output_dim)
         self.activation = torch.relu if opts.activation == "relu" else torch.tanh
-        # Convolutions and matrix products in this dtype (see BiLM.set_compute_dtype).
+        # Convolutions and matrix products in this dtype (see BiLM.set_compute_dtype), float32
+        # products on this kernel set (see BiLM.set_kernels).
         self.compute_dtype = torch.float32
+        self.kernels = default_kernels()
 
     def forward(self, char_ids: Tensor) -> Tensor:
         """``[n_words, max_chars]`` character ids -> ``[n_words, output_dim]`` token vectors (float32)."""
@@ -78,8 +82,8 @@ class CharCNN(nn.Module):
             x = x.unsqueeze(2).to(low, memory_format=torch.channels_last)
         x = torch.cat([self.activation(_pooled_conv(x, conv, low)) for conv in self.convolutions], dim=-1)
         for highway in self.highways:
-            x = highway(x, low)
-        return _linear(x, self.projection.weight, self.projection.bias, low)
+            x = highway(x, low, self.kernels)
+        return _linear(x, self.projection.weight, self.projection.bias, low, self.kernels)
 
 
 class LSTMLayer(nn.Module):
@@ -106,30 +110,30 @@ class LSTMLayer(nn.Module):
         # Matrix products in this dtype (bfloat16: opt-in, see BiLM.set_compute_dtype); gates, the
         # cell state, clipping and outputs always stay float32.
         self.compute_dtype = torch.float32
-        # MKL-packed recurrent and projection weights (see BiLM.set_prepacked): on where torch has them.
-        self.prepack = mkl_packing_available()
+        # The library of the float32 inference products (see BiLM.set_kernels and kernels.py).
+        self.kernels = default_kernels()
 
     def forward(self, x: Tensor, batch_sizes: List[int]) -> Tensor:
         """Packed input ``[n_rows, input_dim]`` -> packed output ``[n_rows, projection_dim]``."""
         dim, low = self.dim, self.compute_dtype
         w_in, w_rec, w_proj = (_cast(w, low).t() for w in (self.w_input, self.w_recurrent, self.w_projection))
         # Same summation order as AllenNLP: (x W_in) + (h W_rec + b), with the +1 folded into b.
-        projected = _mm(x, w_in)
+        projected = product(x, w_in, None, self.kernels)
         bias = self.bias + self.forget_bias
         h = x.new_zeros(batch_sizes[0], w_proj.shape[1])
         c = x.new_zeros(batch_sizes[0], dim)
         outputs = []
-        packed = self.prepack and low == torch.float32
-        rec = _prepacked(self.w_recurrent, batch_sizes[0]) if packed else None
-        proj = _prepacked(self.w_projection, batch_sizes[0]) if packed else None
+        packed = self.kernels == "mkl-packed" and low == torch.float32
+        rec = prepacked(self.w_recurrent, batch_sizes[0]) if packed else None
+        proj = prepacked(self.w_projection, batch_sizes[0]) if packed else None
         # split, not a slice per step: a slice's backward fills a zero tensor of all rows each step.
         for n, step_input in zip(batch_sizes, projected.split(batch_sizes)):
-            gates = _step_product(h[:n], w_rec, bias, rec).add_(step_input)
+            gates = step_product(h[:n], w_rec, bias, rec, self.kernels).add_(step_input)
             i, j, f, o = gates.split(dim, dim=1)
             c = torch.addcmul(torch.sigmoid(i) * torch.tanh(j), torch.sigmoid(f), c[:n])
             if self.cell_clip:
                 c = c.clamp(-self.cell_clip, self.cell_clip)
-            h = _step_product(torch.sigmoid(o) * torch.tanh(c), w_proj, None, proj)
+            h = step_product(torch.sigmoid(o) * torch.tanh(c), w_proj, None, proj, self.kernels)
             if self.proj_clip:
                 h = h.clamp(-self.proj_clip, self.proj_clip)
             outputs.append(h)
@@ -151,73 +155,11 @@ def _cast(weight: Tensor, dtype: torch.dtype) -> Tensor:
     return kept[1]
 
 
-def mkl_packing_available() -> bool:
-    """Whether this torch has MKL's packed-weight linear ops (``torch.ops.mkl``), used by :func:`_prepacked`."""
-    if not torch._C.has_mkl:
-        return False
-    try:
-        return all(callable(getattr(torch.ops.mkl, op)) for op in ("_mkl_reorder_linear_weight", "_mkl_linear"))
-    except (AttributeError, RuntimeError):
-        return False
-
-
-class PackedWeight(NamedTuple):
-    """MKL's packed layout of ``weight`` for products with ``rows`` rows."""
-
-    rows: int
-    packed: Tensor
-    weight: Tensor
-
-
-# MKL's packed copy has a fixed overhead of several MB: for small weights (the embedded model's
-# [2048, 128] recurrent weight packs into 12.6x its size, [128, 512] into 30x) it costs far more
-# memory than it can save time; the published sizes pack into 1.5x ([16384, 512]) and 3.1x ([512, 4096]).
-MAX_PACKED_RATIO = 4
-
-
-def _prepacked(weight: Tensor, rows: int) -> Optional[PackedWeight]:
-    """MKL's packed layout of ``weight`` for products with ``rows`` rows, kept on the weight while it
-    does not change; None where that is unavailable (no MKL, not on CPU, or gradients needed) or
-    larger than :data:`MAX_PACKED_RATIO` times the weight."""
-    if weight.device.type != "cpu" or (torch.is_grad_enabled() and weight.requires_grad):
-        return None
-    key = (rows, weight._version, weight.data_ptr())
-    kept = getattr(weight, "_packed_copy", None)
-    if kept is None or kept[0] != key:
-        packed = torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), rows)
-        small_enough = packed.numel() <= MAX_PACKED_RATIO * weight.numel()
-        kept = (key, PackedWeight(rows, packed, weight.detach()) if small_enough else None)
-        weight._packed_copy = kept
-    return kept[1]
-
-
-def _step_product(a: Tensor, w: Tensor, bias: Optional[Tensor], pack: Optional[PackedWeight]) -> Tensor:
-    """``bias + a @ w`` (no bias when None) as float32, ``w`` being a weight transposed (possibly cast).
-
-    With MKL's ``pack`` of that weight, a step with at least half the rows it was packed for is
-    padded with zero rows to that count (the packed product of all rows is faster than a plain one
-    of the active rows alone; rows of a product do not mix, so the padding changes no result) and
-    the active rows are returned; smaller steps take the plain product.
-    """
-    n = a.shape[0]
-    if pack is None or 2 * n < pack.rows:
-        return _mm(a, w) if bias is None else _addmm(bias, a, w)
-    if n < pack.rows:
-        a = torch.cat([a, a.new_zeros(pack.rows - n, a.shape[1])])
-    return torch.ops.mkl._mkl_linear(a, pack.packed, pack.weight, bias, pack.rows)[:n]
-
-
-def _mm(a: Tensor, w: Tensor) -> Tensor:
-    """``a @ w`` in ``w``'s dtype, returned as float32 (exactly ``torch.mm`` for float32)."""
-    if w.dtype == torch.float32:
-        return torch.mm(a, w)
-    return torch.mm(a.to(w.dtype), w).float()
-
-
-def _linear(x: Tensor, weight: Tensor, bias: Tensor, dtype: torch.dtype) -> Tensor:
-    """``x @ weight.T + bias`` with the product in ``dtype``, as float32 (exactly ``F.linear`` for float32)."""
+def _linear(x: Tensor, weight: Tensor, bias: Tensor, dtype: torch.dtype, kernels: str) -> Tensor:
+    """``x @ weight.T + bias`` with the product in ``dtype``, as float32; float32 on ``kernels``
+    (exactly ``F.linear`` with ``torch``)."""
     if dtype == torch.float32:
-        return torch.nn.functional.linear(x, weight, bias)
+        return product(x, weight.t(), bias, kernels)
     return torch.nn.functional.linear(x.to(dtype), _cast(weight, dtype)).float().add_(bias)
 
 
@@ -247,13 +189,6 @@ def _pooled_conv(x: Tensor, conv: nn.Conv1d, dtype: torch.dtype) -> Tensor:
         return conv(x).amax(dim=-1)
     weight = _cast(conv.weight, dtype).unsqueeze(2).contiguous(memory_format=torch.channels_last)
     return torch.nn.functional.conv2d(x, weight).amax(dim=(2, 3)).float().add_(conv.bias)
-
-
-def _addmm(bias: Tensor, a: Tensor, w: Tensor) -> Tensor:
-    """``bias + a @ w`` as float32 (exactly ``torch.addmm`` for float32)."""
-    if w.dtype == torch.float32:
-        return torch.addmm(bias, a, w)
-    return _mm(a, w).add_(bias)
 
 
 class BiLM(nn.Module):
@@ -356,31 +291,37 @@ class BiLM(nn.Module):
             module.compute_dtype = dtype
         return self
 
-    def set_prepacked(self, enabled: bool) -> "BiLM":
-        """Multiply the LSTMs' recurrent and projection weights in MKL's packed layout (float32,
-        inference on CPU); on by default wherever torch has MKL's packed ops.
+    def set_kernels(self, kernels: str) -> "BiLM":
+        """Run the float32 inference products (char-CNN highway and projection, LSTM input, recurrent
+        and projection products) on the kernel set ``kernels`` (see :mod:`.kernels`): ``mkl-packed``,
+        ``torch`` or ``openblas``; a new model uses :func:`~.kernels.default_kernels` (per CPU).
 
-        The packed copies are made for the batch's sentence count and kept while the weights and that
-        count do not change (a new count repacks them: about 20 ms per LSTM at full size). Every step
-        with at least half that many active rows runs as one packed product over all of them (zero
-        rows padding the finished sentences), smaller steps as plain products: the same float32
-        products grouped differently (within ~1e-7 of the plain path on the full-size model), about
-        1.1-1.3x faster end to end on 2 threads at batch 32 (README, Benchmarks). Memory: the packed
-        copies take about 1.5x the recurrent and 3x the projection weights in addition (~300 MB for
-        the published "original" model); weights whose packed copy would exceed
-        :data:`MAX_PACKED_RATIO` times their size (small models such as the embedded one) are not
-        packed. ``set_prepacked(False)`` frees the copies and multiplies the plain weights. Ignored for bfloat16, with gradients, and off the CPU.
-        Raises ValueError when enabling it where torch has no MKL packed ops.
+        ``mkl-packed``: the recurrent and projection weights are packed for the batch's sentence
+        count and kept while the weights and that count do not change (a new count repacks them:
+        about 20 ms per LSTM at full size); every step with at least half that many active rows runs
+        as one packed product over all of them (zero rows padding the finished sentences), smaller
+        steps as plain products. Its memory: about 1.5x the recurrent and 3x the projection weights
+        in addition (~300 MB for the published "original" model); weights whose packed copy would
+        exceed :data:`~.kernels.MAX_PACKED_RATIO` times their size (small models such as the embedded
+        one) are not packed. The other sets keep no copies (switching frees the packed ones).
+        Every set computes the same float32 sums grouped differently (within ~1e-7 of each other on
+        the full-size model); with gradients, in bfloat16 and off the CPU the products are torch's.
+        Raises ElmoConfigError for an unknown set or one this machine cannot run.
         """
-        if enabled and not mkl_packing_available():
-            raise ValueError("prepacked weights need torch built with MKL; this torch has no MKL packed-weight ops")
+        check_kernels(kernels)
+        self.char_cnn.kernels = kernels
         for stack in self.stacks:
             for layer in stack:
-                layer.prepack = bool(enabled)
-                if not enabled:
-                    for weight in (layer.w_recurrent, layer.w_projection):
-                        weight.__dict__.pop("_packed_copy", None)
+                layer.kernels = kernels
+                if kernels != "mkl-packed":
+                    drop_packed(layer.w_recurrent)
+                    drop_packed(layer.w_projection)
         return self
+
+    @property
+    def kernels(self) -> str:
+        """The kernel set of the float32 inference products (see :meth:`set_kernels`)."""
+        return self.char_cnn.kernels
 
     @property
     def compute_dtype(self) -> torch.dtype:

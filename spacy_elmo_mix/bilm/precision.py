@@ -11,7 +11,7 @@ from __future__ import annotations
 import platform
 import warnings
 from pathlib import Path
-from typing import FrozenSet, Optional, Union
+from typing import FrozenSet, Optional, Tuple, Union
 
 import torch
 
@@ -22,17 +22,27 @@ ARM_BF16_FLAGS = frozenset({"bf16"})  # aarch64 (/proc/cpuinfo "Features")
 _warned: set = set()
 
 
-def cpu_flags(cpuinfo: Union[str, Path] = "/proc/cpuinfo") -> FrozenSet[str]:
-    """The CPU feature flags listed in ``cpuinfo`` (empty when it cannot be read, e.g. not Linux)."""
+def _cpuinfo_field(keys: Tuple[str, ...], cpuinfo: Union[str, Path]) -> Optional[str]:
+    """The value of the first ``cpuinfo`` line whose key is one of ``keys`` (None: none, or unreadable)."""
     try:
         text = Path(cpuinfo).read_text(errors="replace")
     except OSError:
-        return frozenset()
+        return None
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return frozenset(value.split())
-    return frozenset()
+        if key.strip() in keys:
+            return value.strip()
+    return None
+
+
+def cpu_flags(cpuinfo: Union[str, Path] = "/proc/cpuinfo") -> FrozenSet[str]:
+    """The CPU feature flags listed in ``cpuinfo`` (empty when it cannot be read, e.g. not Linux)."""
+    return frozenset((_cpuinfo_field(("flags", "Features"), cpuinfo) or "").split())
+
+
+def cpu_vendor(cpuinfo: Union[str, Path] = "/proc/cpuinfo") -> str:
+    """The CPU's vendor id in ``cpuinfo`` (``GenuineIntel``, ``AuthenticAMD``...; "" when unknown)."""
+    return _cpuinfo_field(("vendor_id",), cpuinfo) or ""
 
 
 def native_bf16_reason(

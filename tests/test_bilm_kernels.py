@@ -1,5 +1,6 @@
-"""``BiLM.set_prepacked`` (on by default where torch has MKL's packed ops): MKL-packed recurrent and
-projection weights give the plain path's results, padded steps included."""
+"""``BiLM.set_kernels``: every kernel set (MKL-packed weights, torch's plain products, numpy's
+OpenBLAS) gives the reference's results within the float32 bound, padded packed steps included; the
+default follows the CPU and ``$SPACY_ELMO_MIX_KERNELS``; a set that cannot run is an error."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_elmo_mix.bilm import ElmoEmbedder, batch_to_char_ids, modules
-from spacy_elmo_mix.bilm.modules import _prepacked, _step_product, mkl_packing_available
+from spacy_elmo_mix.bilm import ElmoEmbedder, batch_to_char_ids, kernels
+from spacy_elmo_mix.bilm.kernels import KERNELS, mkl_packing_available, prepacked, step_product, unavailable_reason
+from spacy_elmo_mix.errors import ElmoConfigError
 
-pytestmark = pytest.mark.skipif(
+needs_mkl = pytest.mark.skipif(
     not mkl_packing_available(), reason="this torch has no MKL packed-weight ops (prepacked weights need them)"
 )
 U = 2.0**-24
@@ -27,7 +29,7 @@ def product_atol(a, weight, bias) -> float:
 def pack_small_weights(monkeypatch):
     """The fixture model's weights are far below the size MKL's packing pays for (see
     ``MAX_PACKED_RATIO``): pack them anyway, so these tests run the packed path."""
-    monkeypatch.setattr(modules, "MAX_PACKED_RATIO", 10_000)
+    monkeypatch.setattr(kernels, "MAX_PACKED_RATIO", 10_000)
 
 
 @pytest.fixture
@@ -52,15 +54,16 @@ def packed_sizes(model):
     return {None if pack is None else pack.rows for pack in packs}
 
 
-def test_prepacked_by_default_equals_plain_and_repacks_for_a_new_batch_size(embedder, sentences, fixtures_dir):
+@needs_mkl
+def test_prepacked_equals_plain_and_repacks_for_a_new_batch_size(embedder, sentences, fixtures_dir):
     from test_bilm_reference import fixture_model_atol
 
-    assert all(layer.prepack for stack in embedder.model.stacks for layer in stack)
+    embedder.model.set_kernels("mkl-packed")
     packed = list(embedder.embed_sentences(sentences[:16], batch_size=8, sort_batches=1))
     assert packed_sizes(embedder.model) == {8}
     packed += list(embedder.embed_sentences(sentences[16:], batch_size=14, sort_batches=1))
     assert packed_sizes(embedder.model) == {len(sentences) - 16}
-    embedder.model.set_prepacked(False)
+    embedder.model.set_kernels("torch")
     assert packed_sizes(embedder.model) == {None}
     plain = list(embedder.embed_sentences(sentences, batch_size=8))
     assert packed_sizes(embedder.model) == {None}
@@ -69,49 +72,101 @@ def test_prepacked_by_default_equals_plain_and_repacks_for_a_new_batch_size(embe
         np.testing.assert_allclose(a, b, rtol=0, atol=atol)
 
 
+@needs_mkl
 @pytest.mark.parametrize("rows", [1, 5, 7, 8])
 def test_a_step_padded_to_the_packed_rows_equals_the_plain_product(rows):
     """Steps with at least half the packed rows are padded with zero rows; smaller ones are plain."""
     torch.manual_seed(0)
     weight, bias, a = torch.randn(64, 24), torch.randn(64), torch.randn(rows, 24)
-    pack = _prepacked(weight, 8)
+    pack = prepacked(weight, 8)
     assert pack is not None and pack.rows == 8
     for b in (bias, None):
         plain = a @ weight.t() + (0 if b is None else b)
         np.testing.assert_allclose(
-            _step_product(a, weight.t(), b, pack), plain, rtol=0, atol=product_atol(a, weight, b)
+            step_product(a, weight.t(), b, pack, "mkl-packed"), plain, rtol=0, atol=product_atol(a, weight, b)
         )
 
 
-def test_prepacked_matches_allennlp_reference(embedder, sentences, fixtures_dir):
+@pytest.mark.parametrize("name", KERNELS)
+def test_every_kernel_set_matches_the_allennlp_reference(embedder, sentences, fixtures_dir, name):
     from test_bilm_reference import fixture_model_atol
 
+    if unavailable_reason(name):
+        pytest.skip(unavailable_reason(name))
+    embedder.model.set_kernels(name)
     expected = np.load(fixtures_dir / "reference" / "expected_fixture_model.npz")
     references = [expected[f"layers_{i}"] for i in range(len(sentences))]
     atol = fixture_model_atol(fixtures_dir, sentences, references)
     for layers, reference in zip(embedder.embed_batch(sentences), references):
         np.testing.assert_allclose(layers, reference, rtol=0, atol=atol)
-    assert packed_sizes(embedder.model) == {len(sentences)}
+    assert packed_sizes(embedder.model) == ({len(sentences)} if name == "mkl-packed" else {None})
 
 
+@needs_mkl
 def test_not_packed_with_gradients(tiny_model_files, sentences):
     from spacy_elmo_mix.bilm.loading import load_bilm
 
-    model = load_bilm(*tiny_model_files).set_prepacked(True)
+    model = load_bilm(*tiny_model_files).set_kernels("mkl-packed")
     ids, lengths = torch.from_numpy(batch_to_char_ids(sentences[:4])), torch.tensor([len(s) for s in sentences[:4]])
     model(ids, lengths).sum().backward()
     assert packed_sizes(model) == {None}
     assert model.stacks[0][0].w_recurrent.grad.abs().sum() > 0
 
 
+@needs_mkl
 def test_weights_whose_packed_copy_is_much_larger_are_not_packed(tiny_model_files, sentences, monkeypatch):
     """MKL's packed copy of a small weight is many times its size: such weights keep the plain product."""
-    monkeypatch.setattr(modules, "MAX_PACKED_RATIO", 4)
+    monkeypatch.setattr(kernels, "MAX_PACKED_RATIO", 4)
     embedder = ElmoEmbedder(*tiny_model_files)
+    embedder.model.set_kernels("mkl-packed")
     weight = embedder.model.stacks[0][0].w_recurrent
     assert torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), 4).numel() > 4 * weight.numel()
     default = embedder.embed_batch(sentences[:4])
     assert packed_sizes(embedder.model) == {None}
-    embedder.model.set_prepacked(False)
+    embedder.model.set_kernels("torch")
     for got, want in zip(default, embedder.embed_batch(sentences[:4])):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.skipif(bool(unavailable_reason("openblas")), reason=str(unavailable_reason("openblas")))
+def test_openblas_follows_torch_threads_and_leaves_gradients_to_torch(tiny_model_files, sentences):
+    from spacy_elmo_mix.bilm.loading import load_bilm
+
+    model = load_bilm(*tiny_model_files).set_kernels("openblas")
+    ids, lengths = torch.from_numpy(batch_to_char_ids(sentences[:4])), torch.tensor([len(s) for s in sentences[:4]])
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        with torch.no_grad():
+            no_grad = model(ids, lengths)
+        assert kernels._openblas()._threads == 1
+    finally:
+        torch.set_num_threads(threads)
+    with_grad = model(ids, lengths)  # gradients: torch's products, which autograd can differentiate
+    with_grad.sum().backward()
+    assert model.stacks[0][0].w_recurrent.grad.abs().sum() > 0
+    np.testing.assert_allclose(no_grad, with_grad.detach(), rtol=0, atol=1e-5)
+
+
+def test_default_kernels_follow_the_cpu_and_the_environment(monkeypatch, tiny_model_files):
+    from spacy_elmo_mix.bilm.loading import load_bilm
+
+    monkeypatch.delenv(kernels.ENV, raising=False)
+    monkeypatch.setattr(kernels, "unavailable_reason", lambda name: None)
+    monkeypatch.setattr(kernels, "cpu_vendor", lambda: "AuthenticAMD")
+    assert kernels.default_kernels() == "openblas"
+    monkeypatch.setattr(kernels, "cpu_vendor", lambda: "GenuineIntel")
+    assert kernels.default_kernels() == "mkl-packed"
+    monkeypatch.setattr(kernels, "unavailable_reason", lambda name: "absent")
+    assert kernels.default_kernels() == "torch"
+    monkeypatch.undo()
+    monkeypatch.setenv(kernels.ENV, "torch")
+    assert load_bilm(*tiny_model_files).kernels == "torch"
+    monkeypatch.setenv(kernels.ENV, "blis")
+    with pytest.raises(ElmoConfigError, match=r"\$SPACY_ELMO_MIX_KERNELS: unknown kernel set 'blis'"):
+        load_bilm(*tiny_model_files)
+
+
+def test_an_unknown_kernel_set_is_an_error(embedder):
+    with pytest.raises(ElmoConfigError, match="unknown kernel set 'fast'"):
+        embedder.model.set_kernels("fast")

@@ -1,0 +1,213 @@
+"""Which library multiplies the biLM's float32 matrices at inference, chosen per CPU.
+
+Nearly all of the exact path's time is matrix products: the char-CNN's highway and projection, each
+LSTM's input product over all positions, and at every step its recurrent and projection products
+(``[batch, 512] x [512, 16384]`` and ``[batch, 4096] x [4096, 512]`` at the published size). Which
+library runs these shapes fastest depends on the CPU (``bench/allennlp_speed.py``,
+docs/benchmarks.md), so the library is a setting with a per-CPU default. The kernel sets:
+
+- ``mkl-packed``: torch's products (MKL on x86), the recurrent and projection weights in MKL's
+  packed layout (needs torch built with MKL): the fastest measured on Intel Xeon;
+- ``torch``: torch's plain products (``torch.mm``/``addmm``);
+- ``openblas``: numpy's products, where numpy is built with OpenBLAS (numpy's wheels are), with
+  OpenBLAS's thread count set to torch's before each product (OpenBLAS's count is process-wide): the
+  fastest measured on AMD EPYC, where MKL takes slower code paths. No weight copies.
+
+All compute the same float32 sums, grouped differently (within a few float32 roundings of each
+other; the numerical tests run on each set). With gradients, in bfloat16 and off the CPU the
+products are torch's plain ones. The default (:func:`default_kernels`) is ``SPACY_ELMO_MIX_KERNELS``
+when set, otherwise ``openblas`` on AMD CPUs and ``mkl-packed`` elsewhere, each where available
+(else ``torch``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from typing import Callable, NamedTuple, Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..errors import ElmoConfigError
+from .precision import cpu_vendor
+
+KERNELS = ("mkl-packed", "torch", "openblas")
+ENV = "SPACY_ELMO_MIX_KERNELS"
+
+
+def unavailable_reason(kernels: str) -> Optional[str]:
+    """``None`` when the kernel set ``kernels`` can run here, else why not (one phrase)."""
+    if kernels not in KERNELS:
+        return f"unknown kernel set {kernels!r} (choose one of {', '.join(KERNELS)})"
+    if kernels == "mkl-packed" and not mkl_packing_available():
+        return "this torch has no MKL packed-weight ops (torch._C.has_mkl, torch.ops.mkl)"
+    if kernels == "openblas" and _openblas() is None:
+        return "numpy here is not built with an OpenBLAS whose thread count can be set"
+    return None
+
+
+def check_kernels(kernels: str, source: str = "kernels") -> str:
+    """``kernels`` when it names a kernel set that runs here; ElmoConfigError naming ``source`` otherwise."""
+    reason = unavailable_reason(kernels)
+    if reason:
+        raise ElmoConfigError(f"{source}: {reason}")
+    return kernels
+
+
+def default_kernels() -> str:
+    """The kernel set a new biLM uses: ``$SPACY_ELMO_MIX_KERNELS`` when set (checked), otherwise
+    ``openblas`` on AMD CPUs and ``mkl-packed`` elsewhere, where each is available, else ``torch``."""
+    chosen = os.environ.get(ENV)
+    if chosen:
+        return check_kernels(chosen, f"${ENV}")
+    preferred = "openblas" if cpu_vendor() == "AuthenticAMD" else "mkl-packed"
+    return preferred if unavailable_reason(preferred) is None else "torch"
+
+
+def mkl_packing_available() -> bool:
+    """Whether this torch has MKL's packed-weight linear ops (``torch.ops.mkl``), used by :func:`prepacked`."""
+    if not torch._C.has_mkl:
+        return False
+    try:
+        return all(callable(getattr(torch.ops.mkl, op)) for op in ("_mkl_reorder_linear_weight", "_mkl_linear"))
+    except (AttributeError, RuntimeError):
+        return False
+
+
+class PackedWeight(NamedTuple):
+    """MKL's packed layout of ``weight`` for products with ``rows`` rows."""
+
+    rows: int
+    packed: Tensor
+    weight: Tensor
+
+
+# MKL's packed copy has a fixed overhead of several MB: for small weights (the embedded model's
+# [2048, 128] recurrent weight packs into 12.6x its size, [128, 512] into 30x) it costs far more
+# memory than it can save time; the published sizes pack into 1.5x ([16384, 512]) and 3.1x ([512, 4096]).
+MAX_PACKED_RATIO = 4
+
+
+def prepacked(weight: Tensor, rows: int) -> Optional[PackedWeight]:
+    """MKL's packed layout of ``weight`` for products with ``rows`` rows, kept on the weight while it
+    does not change; None where that is unavailable (no MKL, not on CPU, or gradients needed) or
+    larger than :data:`MAX_PACKED_RATIO` times the weight."""
+    if weight.device.type != "cpu" or (torch.is_grad_enabled() and weight.requires_grad):
+        return None
+    key = (rows, weight._version, weight.data_ptr())
+    kept = getattr(weight, "_packed_copy", None)
+    if kept is None or kept[0] != key:
+        packed = torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), rows)
+        small_enough = packed.numel() <= MAX_PACKED_RATIO * weight.numel()
+        kept = (key, PackedWeight(rows, packed, weight.detach()) if small_enough else None)
+        weight._packed_copy = kept
+    return kept[1]
+
+
+def drop_packed(weight: Tensor) -> None:
+    """Free the packed copy :func:`prepacked` kept on ``weight``, if any."""
+    weight.__dict__.pop("_packed_copy", None)
+
+
+def step_product(a: Tensor, w: Tensor, bias: Optional[Tensor], pack: Optional[PackedWeight], kernels: str) -> Tensor:
+    """``bias + a @ w`` (no bias when None) as float32, ``w`` being a weight transposed (possibly cast).
+
+    With MKL's ``pack`` of that weight, a step with at least half the rows it was packed for is
+    padded with zero rows to that count (the packed product of all rows is faster than a plain one
+    of the active rows alone; rows of a product do not mix, so the padding changes no result) and
+    the active rows are returned; smaller steps take the plain product of ``kernels``.
+    """
+    n = a.shape[0]
+    if pack is None or 2 * n < pack.rows:
+        return product(a, w, bias, kernels)
+    if n < pack.rows:
+        a = torch.cat([a, a.new_zeros(pack.rows - n, a.shape[1])])
+    return torch.ops.mkl._mkl_linear(a, pack.packed, pack.weight, bias, pack.rows)[:n]
+
+
+def product(a: Tensor, w: Tensor, bias: Optional[Tensor], kernels: str) -> Tensor:
+    """``bias + a @ w`` (no bias when None) as float32 on ``kernels``' library, ``w`` being a weight
+    transposed (float32, or cast to bfloat16: then torch's product in bfloat16). ``openblas`` serves
+    float32 products without gradients on the CPU; everything else is torch's
+    (exactly ``torch.mm``/``torch.addmm`` for float32)."""
+    if kernels == "openblas" and _openblas_can(a, w):
+        return _openblas_product(a, w, bias)
+    if w.dtype != torch.float32:
+        out = torch.mm(a.to(w.dtype), w).float()
+        return out if bias is None else out.add_(bias)
+    return torch.mm(a, w) if bias is None else torch.addmm(bias, a, w)
+
+
+def _openblas_can(a: Tensor, w: Tensor) -> bool:
+    return (
+        w.dtype == torch.float32
+        and a.dtype == torch.float32
+        and a.device.type == "cpu"
+        and not (torch.is_grad_enabled() and (a.requires_grad or w.requires_grad))
+    )
+
+
+def _openblas_product(a: Tensor, w: Tensor, bias: Optional[Tensor]) -> Tensor:
+    _openblas().use_threads(torch.get_num_threads())
+    out = torch.from_numpy(np.matmul(a.detach().numpy(), w.detach().numpy()))
+    return out if bias is None else out.add_(bias)
+
+
+class _OpenBLAS:
+    """numpy's OpenBLAS: its thread-count setter, called only when torch's count changed."""
+
+    def __init__(self, set_threads: Callable[[int], None]):
+        self._set_threads = set_threads
+        self._threads = None
+        self._lock = threading.Lock()
+
+    def use_threads(self, n: int) -> None:
+        if n != self._threads:
+            with self._lock:
+                self._set_threads(n)
+                self._threads = n
+
+
+_OPENBLAS: Optional[_OpenBLAS] = None
+_OPENBLAS_LOOKED_UP = False
+# OpenBLAS's thread setter, by build: numpy 2's scipy-openblas64 wheels, 64-bit-index and plain builds.
+_SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
+
+
+def _openblas() -> Optional[_OpenBLAS]:
+    """numpy's OpenBLAS, or None where numpy's BLAS is another library or its library or thread
+    setter cannot be found (looked up once)."""
+    global _OPENBLAS, _OPENBLAS_LOOKED_UP
+    if not _OPENBLAS_LOOKED_UP:
+        _OPENBLAS_LOOKED_UP = True
+        _OPENBLAS = _find_openblas()
+    return _OPENBLAS
+
+
+def _find_openblas() -> Optional[_OpenBLAS]:
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    except (TypeError, KeyError, AttributeError):  # numpy < 1.26 has no mode="dicts"
+        return None
+    if "openblas" not in str(blas.get("name", "")).lower():
+        return None
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
+    except OSError:  # not Linux
+        return None
+    for path in sorted(paths):
+        try:
+            library = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in _SETTERS:
+            setter = getattr(library, name, None)
+            if setter is not None:
+                setter.argtypes = [ctypes.c_int]
+                setter.restype = None
+                return _OpenBLAS(setter)
+    return None
