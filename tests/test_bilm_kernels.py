@@ -129,23 +129,38 @@ def test_weights_whose_packed_copy_is_much_larger_are_not_packed(tiny_model_file
 
 
 @pytest.mark.skipif(bool(unavailable_reason("openblas")), reason=str(unavailable_reason("openblas")))
-def test_openblas_follows_torch_threads_and_leaves_gradients_to_torch(tiny_model_files, sentences):
+def test_openblas_runs_single_threaded_and_leaves_gradients_to_torch(
+    tiny_model_files, sentences, monkeypatch, fixtures_dir
+):
+    from test_bilm_reference import _options, float32_atol
+
     from spacy_elmo_mix.bilm.loading import load_bilm
 
     model = load_bilm(*tiny_model_files).set_kernels("openblas")
     ids, lengths = torch.from_numpy(batch_to_char_ids(sentences[:4])), torch.tensor([len(s) for s in sentences[:4]])
+    calls = []
+    real = kernels._openblas_product
+    monkeypatch.setattr(kernels, "_openblas_product", lambda *args: calls.append(1) or real(*args))
     threads = torch.get_num_threads()
     try:
+        torch.set_num_threads(2)
+        with torch.no_grad():
+            model.concurrent_directions = False
+            two_threads = model(ids, lengths)  # more than one torch thread: torch's products
+            assert not calls
         torch.set_num_threads(1)
         with torch.no_grad():
-            no_grad = model(ids, lengths)
-        assert kernels._openblas()._threads == 1
+            one_thread = model(ids, lengths)
+        assert calls and kernels._openblas().threads == 1
     finally:
         torch.set_num_threads(threads)
+    n_calls = len(calls)
     with_grad = model(ids, lengths)  # gradients: torch's products, which autograd can differentiate
     with_grad.sum().backward()
-    assert model.stacks[0][0].w_recurrent.grad.abs().sum() > 0
-    np.testing.assert_allclose(no_grad, with_grad.detach(), rtol=0, atol=1e-5)
+    assert len(calls) == n_calls and model.stacks[0][0].w_recurrent.grad.abs().sum() > 0
+    atol = float32_atol(_options(fixtures_dir), int(lengths.max()), one_thread.numpy())
+    for other in (two_threads, with_grad.detach()):
+        np.testing.assert_allclose(one_thread, other, rtol=0, atol=atol)
 
 
 def test_default_kernels_follow_the_cpu_and_the_environment(monkeypatch, tiny_model_files):

@@ -9,9 +9,12 @@ docs/benchmarks.md), so the library is a setting with a per-CPU default. The ker
 - ``mkl-packed``: torch's products (MKL on x86), the recurrent and projection weights in MKL's
   packed layout (needs torch built with MKL): the fastest measured on Intel Xeon;
 - ``torch``: torch's plain products (``torch.mm``/``addmm``);
-- ``openblas``: numpy's products, where numpy is built with OpenBLAS (numpy's wheels are), with
-  OpenBLAS's thread count set to torch's before each product (OpenBLAS's count is process-wide): the
-  fastest measured on AMD EPYC, where MKL takes slower code paths. No weight copies.
+- ``openblas``: numpy's single-threaded OpenBLAS (numpy's wheels are built with it) for products
+  made on one torch thread, as each direction's products are when the two directions run at once
+  on two threads (``BiLM.concurrent_directions``); torch's plain products where torch has more
+  threads (OpenBLAS's and torch's thread pools, both spinning, slowed each other to 0.4x). The
+  fastest measured on AMD EPYC, where MKL takes slower code paths. No weight copies; it sets
+  OpenBLAS's process-wide thread count to 1.
 
 All compute the same float32 sums, grouped differently (within a few float32 roundings of each
 other; the numerical tests run on each set). With gradients, in bfloat16 and off the CPU the
@@ -131,7 +134,7 @@ def step_product(a: Tensor, w: Tensor, bias: Optional[Tensor], pack: Optional[Pa
 def product(a: Tensor, w: Tensor, bias: Optional[Tensor], kernels: str) -> Tensor:
     """``bias + a @ w`` (no bias when None) as float32 on ``kernels``' library, ``w`` being a weight
     transposed (float32, or cast to bfloat16: then torch's product in bfloat16). ``openblas`` serves
-    float32 products without gradients on the CPU; everything else is torch's
+    float32 products without gradients on the CPU made on one torch thread; everything else is torch's
     (exactly ``torch.mm``/``torch.addmm`` for float32)."""
     if kernels == "openblas" and _openblas_can(a, w):
         return _openblas_product(a, w, bias)
@@ -146,35 +149,41 @@ def _openblas_can(a: Tensor, w: Tensor) -> bool:
         w.dtype == torch.float32
         and a.dtype == torch.float32
         and a.device.type == "cpu"
+        and torch.get_num_threads() == 1
         and not (torch.is_grad_enabled() and (a.requires_grad or w.requires_grad))
     )
 
 
 def _openblas_product(a: Tensor, w: Tensor, bias: Optional[Tensor]) -> Tensor:
-    _openblas().use_threads(torch.get_num_threads())
+    _openblas().use_one_thread()
     out = torch.from_numpy(np.matmul(a.detach().numpy(), w.detach().numpy()))
     return out if bias is None else out.add_(bias)
 
 
 class _OpenBLAS:
-    """numpy's OpenBLAS: its thread-count setter, called only when torch's count changed."""
+    """numpy's OpenBLAS: its thread-count setter (called again only after another count was set
+    through it: numpy's own calls and other libraries may have changed it meanwhile, so it is
+    checked with OpenBLAS's getter)."""
 
-    def __init__(self, set_threads: Callable[[int], None]):
-        self._set_threads = set_threads
-        self._threads = None
+    def __init__(self, set_threads: Callable[[int], None], get_threads: Callable[[], int]):
+        self._set_threads, self._get_threads = set_threads, get_threads
         self._lock = threading.Lock()
 
-    def use_threads(self, n: int) -> None:
-        if n != self._threads:
+    def use_one_thread(self) -> None:
+        if self._get_threads() != 1:
             with self._lock:
-                self._set_threads(n)
-                self._threads = n
+                self._set_threads(1)
+
+    @property
+    def threads(self) -> int:
+        return self._get_threads()
 
 
 _OPENBLAS: Optional[_OpenBLAS] = None
 _OPENBLAS_LOOKED_UP = False
-# OpenBLAS's thread setter, by build: numpy 2's scipy-openblas64 wheels, 64-bit-index and plain builds.
-_SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
+# OpenBLAS's thread-count functions' prefix and suffix, by build: numpy 2's scipy-openblas64 wheels,
+# 64-bit-index and plain builds.
+_NAMES = (("scipy_openblas_", "64_"), ("openblas_", "64_"), ("openblas_", ""))
 
 
 def _openblas() -> Optional[_OpenBLAS]:
@@ -204,10 +213,11 @@ def _find_openblas() -> Optional[_OpenBLAS]:
             library = ctypes.CDLL(path)
         except OSError:
             continue
-        for name in _SETTERS:
-            setter = getattr(library, name, None)
-            if setter is not None:
-                setter.argtypes = [ctypes.c_int]
-                setter.restype = None
-                return _OpenBLAS(setter)
+        for prefix, suffix in _NAMES:
+            setter = getattr(library, f"{prefix}set_num_threads{suffix}", None)
+            getter = getattr(library, f"{prefix}get_num_threads{suffix}", None)
+            if setter is not None and getter is not None:
+                setter.argtypes, setter.restype = [ctypes.c_int], None
+                getter.argtypes, getter.restype = [], ctypes.c_int
+                return _OpenBLAS(setter, getter)
     return None
