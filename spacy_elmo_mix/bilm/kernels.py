@@ -26,8 +26,8 @@ when set, otherwise ``openblas`` on AMD CPUs and ``mkl-packed`` elsewhere, each 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
-import threading
 from typing import Callable, NamedTuple, Optional
 
 import numpy as np
@@ -161,42 +161,30 @@ def _openblas_product(a: Tensor, w: Tensor, bias: Optional[Tensor]) -> Tensor:
 
 
 class _OpenBLAS:
-    """numpy's OpenBLAS: its thread-count setter (called again only after another count was set
-    through it: numpy's own calls and other libraries may have changed it meanwhile, so it is
-    checked with OpenBLAS's getter)."""
+    """numpy's OpenBLAS through its thread-count functions (the count is read before each product:
+    numpy's users and other libraries may set it meanwhile)."""
 
     def __init__(self, set_threads: Callable[[int], None], get_threads: Callable[[], int]):
         self._set_threads, self._get_threads = set_threads, get_threads
-        self._lock = threading.Lock()
 
     def use_one_thread(self) -> None:
         if self._get_threads() != 1:
-            with self._lock:
-                self._set_threads(1)
+            self._set_threads(1)
 
     @property
     def threads(self) -> int:
         return self._get_threads()
 
 
-_OPENBLAS: Optional[_OpenBLAS] = None
-_OPENBLAS_LOOKED_UP = False
 # OpenBLAS's thread-count functions' prefix and suffix, by build: numpy 2's scipy-openblas64 wheels,
 # 64-bit-index and plain builds.
 _NAMES = (("scipy_openblas_", "64_"), ("openblas_", "64_"), ("openblas_", ""))
 
 
+@functools.lru_cache(maxsize=None)
 def _openblas() -> Optional[_OpenBLAS]:
     """numpy's OpenBLAS, or None where numpy's BLAS is another library or its library or thread
-    setter cannot be found (looked up once)."""
-    global _OPENBLAS, _OPENBLAS_LOOKED_UP
-    if not _OPENBLAS_LOOKED_UP:
-        _OPENBLAS_LOOKED_UP = True
-        _OPENBLAS = _find_openblas()
-    return _OPENBLAS
-
-
-def _find_openblas() -> Optional[_OpenBLAS]:
+    functions cannot be found (looked up once)."""
     try:
         blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
     except (TypeError, KeyError, AttributeError):  # numpy < 1.26 has no mode="dicts"

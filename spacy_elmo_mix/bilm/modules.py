@@ -68,9 +68,9 @@ class CharCNN(nn.Module):
         self.projection = nn.Linear(opts.n_filters, output_dim)
         self.activation = torch.relu if opts.activation == "relu" else torch.tanh
         # Convolutions and matrix products in this dtype (see BiLM.set_compute_dtype), float32
-        # products on this kernel set (see BiLM.set_kernels).
+        # products on this kernel set (BiLM sets its CPU's default, see BiLM.set_kernels).
         self.compute_dtype = torch.float32
-        self.kernels = default_kernels()
+        self.kernels = "torch"
 
     def forward(self, char_ids: Tensor) -> Tensor:
         """``[n_words, max_chars]`` character ids -> ``[n_words, output_dim]`` token vectors (float32)."""
@@ -110,8 +110,9 @@ class LSTMLayer(nn.Module):
         # Matrix products in this dtype (bfloat16: opt-in, see BiLM.set_compute_dtype); gates, the
         # cell state, clipping and outputs always stay float32.
         self.compute_dtype = torch.float32
-        # The library of the float32 inference products (see BiLM.set_kernels and kernels.py).
-        self.kernels = default_kernels()
+        # The library of the float32 inference products (BiLM sets its CPU's default, see
+        # BiLM.set_kernels and kernels.py).
+        self.kernels = "torch"
 
     def forward(self, x: Tensor, batch_sizes: List[int]) -> Tensor:
         """Packed input ``[n_rows, input_dim]`` -> packed output ``[n_rows, projection_dim]``."""
@@ -213,6 +214,7 @@ class BiLM(nn.Module):
         self.token_cache: Optional[TokenVectorCache] = None
         # Run the two directions at the same time when torch has 2+ threads (see module docstring).
         self.concurrent_directions = True
+        self.set_kernels(default_kernels())
 
     @property
     def n_output_layers(self) -> int:
