@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from spacy_elmo_mix.tagging.bilstm import BiLSTMStack
+from spacy_elmo_mix.tagging.bilstm import BiLSTMStack, length_groups
 
 LENGTHS = [12, 1, 7, 12, 3, 9]
 
@@ -78,11 +78,11 @@ def test_bilstm_variational_dropout_keeps_one_mask_per_sentence():
     torch.manual_seed(0)
     stack = BiLSTMStack(4, 3, 1, dropout=0.5, recurrent_dropout=0.0)
     x = torch.ones(2, 5, 4)
-    dropped = stack._locked(x)
+    dropped = stack._locked(x, torch.arange(2))
     assert torch.equal(dropped[:, :1].expand_as(dropped), dropped)  # the same features dropped at every step
     assert set(dropped.unique().tolist()) <= {0.0, 2.0}
     stack.eval()
-    assert torch.equal(stack._locked(x), x)
+    assert torch.equal(stack._locked(x, torch.arange(2)), x)
 
 
 def test_bilstm_recurrent_dropout_zeroes_hidden_columns_in_training_only():
@@ -122,3 +122,116 @@ def test_bilstm_output_ignores_padding_and_handles_empty_rows(dtype):
     # other batch shapes give other GEMM blockings: last-bit differences only (float32 defaults: rtol 1.3e-6, ~10 ulp)
     torch.testing.assert_close(out[1, :2], alone[0])
     assert out.shape == (3, 6, 8) and torch.count_nonzero(out[2]) == 0 and torch.count_nonzero(out[1, 2:]) == 0
+
+
+# 32 sentences of CoNLL-like lengths (1-60 tokens, in no order): the stack splits them into groups
+CONLL_LENGTHS = [
+    23,
+    5,
+    41,
+    17,
+    2,
+    33,
+    60,
+    11,
+    28,
+    9,
+    14,
+    38,
+    1,
+    25,
+    19,
+    7,
+    44,
+    30,
+    12,
+    3,
+    21,
+    52,
+    16,
+    27,
+    8,
+    35,
+    13,
+    6,
+    24,
+    31,
+    18,
+    10,
+]
+
+
+def _conll_batch(dtype, n_in: int = 6, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor(CONLL_LENGTHS)
+    real = (torch.arange(max(CONLL_LENGTHS)) < lengths.unsqueeze(1)).unsqueeze(2)
+    return torch.randn(len(CONLL_LENGTHS), max(CONLL_LENGTHS), n_in, generator=gen, dtype=dtype) * real, lengths
+
+
+def test_length_groups_cover_the_batch_in_contiguous_groups():
+    lengths = sorted(CONLL_LENGTHS)
+    groups = length_groups(lengths)
+    assert groups[0][0] == 0 and groups[-1][1] == len(lengths)
+    assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(groups, groups[1:]))
+    assert len(groups) > 1  # lengths 1-60: padding to 60 costs more than a second call
+    assert length_groups([12] * 32) == [(0, 32)]  # equal lengths: nothing to save
+    assert length_groups([3]) == [(0, 1)] and length_groups([]) == []
+    with pytest.raises(ValueError, match="sorted"):
+        length_groups([5, 3])
+
+
+def _masked_packed_reference(stack: BiLSTMStack, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """The stack in training, through torch's packed ``nn.LSTM``, with the dropout masks drawn as
+    documented: per layer one mask per sentence over its input features, in the batch's own order,
+    then one over the hidden units per direction; one more over the output."""
+    keep_in, keep_h = 1 - stack.dropout, 1 - stack.recurrent_dropout
+
+    def locked(x):
+        return x * x.new_empty(x.shape[0], 1, x.shape[2]).bernoulli_(keep_in).div_(keep_in)
+
+    x = inputs
+    for lstm in stack.lstms:
+        x = locked(x)
+        params = {
+            name: weight * weight.new_empty(weight.shape[1]).bernoulli_(keep_h).div_(keep_h)
+            if name.startswith("weight_hh")
+            else weight
+            for name, weight in lstm.named_parameters()
+        }
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out = torch.func.functional_call(lstm, params, (packed,))[0]
+        x, _ = pad_packed_sequence(out, batch_first=True, total_length=inputs.shape[1])
+    return locked(x)
+
+
+def test_grouped_stack_in_training_equals_the_packed_lstm_with_the_same_masks():
+    """Length groups change no sentence's arithmetic and draw the documented dropout masks: in
+    float64, with both dropouts on, outputs and gradients (input and weights) equal torch's packed
+    LSTM run with the masks drawn in the batch's own order."""
+    x, lengths = _conll_batch(torch.float64)
+    assert len(length_groups(sorted(CONLL_LENGTHS))) > 1
+    torch.manual_seed(4)
+    stack = BiLSTMStack(6, 5, 2, dropout=0.5, recurrent_dropout=0.5).double().train()
+    weights = torch.linspace(-1, 1, x.shape[0] * x.shape[1] * 10, dtype=torch.float64).view(*x.shape[:2], 10)
+    results = []
+    for run in (stack, lambda inputs, lengths: _masked_packed_reference(stack, inputs, lengths)):
+        inputs = x.clone().requires_grad_(True)
+        stack.zero_grad()
+        torch.manual_seed(7)
+        out = run(inputs, lengths)
+        (out * weights).sum().backward()
+        results.append((out.detach(), inputs.grad, [p.grad.clone() for p in stack.parameters()]))
+    (out, dx, dw), (out_ref, dx_ref, dw_ref) = results
+    assert torch.count_nonzero(out) > 0
+    torch.testing.assert_close(out, out_ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(dx, dx_ref, rtol=1e-12, atol=1e-12)
+    for grad, grad_ref in zip(dw, dw_ref):
+        torch.testing.assert_close(grad, grad_ref, rtol=1e-12, atol=1e-12)
+
+
+def test_grouped_stack_equals_the_packed_lstm_in_float64():
+    torch.manual_seed(5)
+    stack = BiLSTMStack(6, 5, 2, dropout=0.0, recurrent_dropout=0.0).double().eval()
+    x, lengths = _conll_batch(torch.float64, seed=1)
+    assert len(length_groups(sorted(CONLL_LENGTHS))) > 1
+    torch.testing.assert_close(stack(x, lengths), packed_reference(stack, x, lengths), rtol=1e-12, atol=1e-12)

@@ -239,4 +239,7 @@ def test_gold_of_given_tokens_equals_the_aligned_gold(data_dir, factory, scheme)
     assert unknown > 40  # the missing annotation is really there
     retokenized = Example(Doc(nlp.vocab, words=["NewYork", "is", "big"]), examples[-1].reference)
     assert not _same_tokens(retokenized.predicted, retokenized.reference)
+    for words, spaces in ((["New", "York"], [False, False]), (["New York"], [False]), (["new", "York"], [True, False])):
+        other = Doc(nlp.vocab, words=words, spaces=spaces)  # other whitespace, other split, other case
+        assert not _same_tokens(other, Doc(nlp.vocab, words=["New", "York"], spaces=[True, False]))
     assert component._gold_indices(retokenized).tolist() == _aligned_gold(component, retokenized).tolist()

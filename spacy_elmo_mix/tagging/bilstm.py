@@ -14,8 +14,9 @@ Masks scale kept units by ``1 / (1 - p)``; in ``eval()`` mode nothing is dropped
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, List, Tuple
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -58,28 +59,45 @@ class BiLSTMStack(nn.Module):
         """The layers over a padded batch, without packing: the forward direction runs over the
         padded rows as they are (padding comes after a sentence's last token, where nobody reads),
         the backward direction over each sentence reversed within its own length (its padding then
-        comes last too), so both run as one fused LSTM call over the whole batch. A packed batch
-        would run step by step, each step's slice of the packed input costing a zero-filled
-        gradient of the whole input in the backward pass (quadratic in the sentence length)."""
-        total = inputs.shape[1]
-        steps = torch.arange(total, device=inputs.device).unsqueeze(0)
-        ends = lengths.to(inputs.device).unsqueeze(1)
-        reverse = torch.where(steps < ends, ends - 1 - steps, steps)  # [B, L]: t -> its mirror within the length
-        real = (steps < ends).unsqueeze(2).to(inputs.dtype)
-        x = inputs
-        for lstm in self.lstms:
-            x = self._locked(x)
-            params = self._recurrent_weights(lstm)
-            forward = _lstm(x, params, "", self.training)
-            backward = _gather_steps(_lstm(_gather_steps(x, reverse), params, "_reverse", self.training), reverse)
-            x = torch.cat([forward, backward], dim=2) * real  # zero past each length, as documented
-        return self._locked(x)
+        comes last too), so each direction runs as fused LSTM calls. A packed batch would run step by
+        step, each step's slice of the packed input costing a zero-filled gradient of the whole input
+        in the backward pass (quadratic in the sentence length).
 
-    def _locked(self, x: Tensor) -> Tensor:
+        The padded steps are work too (a batch of 32 CoNLL sentences has about twice as many steps as
+        tokens), so the sentences run sorted by length in a few groups (:func:`length_groups`), each
+        group's calls only as long as its longest sentence. Each sentence's arithmetic is the same in
+        any group; the dropout masks are drawn for the batch in its own order, as without groups."""
+        total = inputs.shape[1]
+        order = torch.argsort(lengths, stable=True)
+        lengths = lengths[order]
+        groups = length_groups(lengths.tolist())
+        steps = torch.arange(total).unsqueeze(0)
+        ends = lengths.unsqueeze(1)
+        # t -> its mirror within the length
+        mirror = torch.where(steps < ends, ends - 1 - steps, steps).to(inputs.device)
+        real = (steps < ends).unsqueeze(2).to(device=inputs.device, dtype=inputs.dtype)
+        order = order.to(inputs.device)
+        x = inputs[order]
+        for lstm in self.lstms:
+            x = self._locked(x, order)
+            params = self._recurrent_weights(lstm)
+            outputs = []
+            for start, stop in groups:
+                longest = int(lengths[stop - 1])
+                rows, index = x[start:stop, :longest], mirror[start:stop, :longest]
+                forward = _lstm(rows, params, "", self.training)
+                backward = _gather_steps(_lstm(_gather_steps(rows, index), params, "_reverse", self.training), index)
+                outputs.append(nn.functional.pad(torch.cat([forward, backward], dim=2), (0, 0, 0, total - longest)))
+            x = torch.cat(outputs) * real  # zero past each length, as documented
+        return self._locked(x, order)[torch.argsort(order)]
+
+    def _locked(self, x: Tensor, order: Tensor) -> Tensor:
+        """``x`` ([B, L, D], the batch's sentences in ``order``) times one dropout mask per sentence,
+        drawn for the sentences in their own order."""
         if not self.training or self.dropout == 0.0:
             return x
         keep = 1.0 - self.dropout
-        return x * x.new_empty(x.shape[0], 1, x.shape[2]).bernoulli_(keep).div_(keep)
+        return x * x.new_empty(x.shape[0], 1, x.shape[2]).bernoulli_(keep).div_(keep)[order]
 
     def _recurrent_weights(self, lstm: nn.LSTM) -> Dict[str, Tensor]:
         """The LSTM's parameters, hidden-to-hidden columns of dropped units zeroed in training."""
@@ -92,6 +110,37 @@ class BiLSTMStack(nn.Module):
                 mask = weight.new_empty(weight.shape[1]).bernoulli_(keep).div_(keep)
                 params[name] = weight * mask
         return params
+
+
+# The cost of a group of ``n`` sentences whose longest has ``t`` tokens, in row-steps of one LSTM
+# direction: ``(n + STEP_OVERHEAD) * t + CALL_OVERHEAD``: a fused call's step costs a few rows'
+# worth on top of its rows, and each group adds a dozen small operations to the forward and backward
+# passes. Measured on batches of 32 CoNLL-2000 training sentences (2 x 100 units, one AMD EPYC core),
+# these values split a batch into 2-3 groups and train the BiLSTM 1.5x faster than one padded group;
+# speed is flat from 2 to 4 groups.
+STEP_OVERHEAD = 3.0
+CALL_OVERHEAD = 30.0
+
+
+def length_groups(lengths: List[int]) -> List[Tuple[int, int]]:
+    """The cheapest split of a batch of sentences sorted by ``lengths`` (ascending, each >= 1) into
+    contiguous groups ``[start, stop)`` under the cost model above (dynamic programming over the
+    split points; one group when padding costs less than the calls)."""
+    sizes = np.asarray(lengths, dtype=np.float64)
+    if len(sizes) and bool((np.diff(sizes) < 0).any()):
+        raise ValueError(f"lengths must be sorted ascending, got {lengths}")
+    best = np.zeros(len(sizes) + 1)  # best[j]: cost of the first j sentences
+    split = np.zeros(len(sizes) + 1, dtype=np.int64)
+    starts = np.arange(len(sizes))
+    for stop in range(1, len(sizes) + 1):
+        costs = best[:stop] + (stop - starts[:stop] + STEP_OVERHEAD) * sizes[stop - 1] + CALL_OVERHEAD
+        split[stop] = int(np.argmin(costs))
+        best[stop] = costs[split[stop]]
+    groups, stop = [], len(sizes)
+    while stop > 0:
+        groups.append((int(split[stop]), stop))
+        stop = int(split[stop])
+    return groups[::-1]
 
 
 def _lstm(x: Tensor, params: Dict[str, Tensor], suffix: str, training: bool) -> Tensor:
