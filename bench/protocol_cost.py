@@ -29,8 +29,9 @@ from spacy_elmo_mix.atomic import write_text_atomic
 from spacy_elmo_mix.workflow.run import CONFIG_DIR, task_for
 
 
-def epoch_seconds(dataset: str, corpus: Path, cache_dir: str, batch_sentences: int = 32) -> Dict[str, float]:
-    """Seconds of one training epoch and one dev evaluation (after a first, warming evaluation)."""
+def protocol_pipeline(dataset: str, corpus: Path, cache_dir: str):
+    """The paper's BiLSTM-CRF for ``dataset`` (scheme ``weighted``, the layer cache of ``cache_dir``),
+    initialized: ``(nlp, optimizer, train examples, dev examples)`` on the corpus's own tokens."""
     task = task_for(dataset, architecture="paper")
     overrides = {
         "paths.train": str(corpus / dataset / "train.spacy"),
@@ -43,6 +44,12 @@ def epoch_seconds(dataset: str, corpus: Path, cache_dir: str, batch_sentences: i
     dev = list(Corpus(corpus / dataset / "dev.spacy", gold_preproc=True)(nlp))
     optimizer = nlp.initialize(lambda: train)
     nlp.evaluate(dev)  # fills the memory cache as the first evaluation of a run does
+    return nlp, optimizer, train, dev
+
+
+def epoch_seconds(dataset: str, corpus: Path, cache_dir: str, batch_sentences: int = 32) -> Dict[str, float]:
+    """Seconds of one training epoch and one dev evaluation (after a first, warming evaluation)."""
+    nlp, optimizer, train, dev = protocol_pipeline(dataset, corpus, cache_dir)
     started = time.perf_counter()
     for batch in minibatch(train, batch_sentences):
         nlp.update(batch, sgd=optimizer)

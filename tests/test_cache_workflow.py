@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
+from spacy_elmo_mix.bilm.precision import cpu_flags
 from spacy_elmo_mix.cli.cache import main as cache_cli
 from spacy_elmo_mix.cli.cache import unique_sentences
 from spacy_elmo_mix.workflow.convert import convert_dataset
@@ -48,8 +50,12 @@ def test_cache_holds_every_sequence_training_reads(tiny_model_files, data_dir, t
     )
     assert 0.0 <= metrics["score"] <= 1.0 and metrics["protocol"]["tokens"] == tokens
     assert _cache_files(cache_dir) == before  # no entry added: every layer came from the cache
-    identity = json.loads((tmp_path / "run" / "metrics.json").read_text())["identity"]
+    recorded = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    identity = recorded["identity"]
     assert str((corpus / "train.spacy").resolve()) in identity["files"] and options in "".join(identity["files"])
+    environment = recorded["environment"]  # where it ran, beside the identity
+    assert environment["torch"] == torch.__version__ and environment["torch_threads"] >= 1
+    assert set(environment["cpu_flags"]) <= cpu_flags()
 
 
 def test_cache_command_reports_float16_overflow_in_one_line(tiny_model_files, tmp_path, monkeypatch, capsys):

@@ -45,6 +45,11 @@ def cpu_vendor(cpuinfo: Union[str, Path] = "/proc/cpuinfo") -> str:
     return _cpuinfo_field(("vendor_id",), cpuinfo) or ""
 
 
+def cpu_model(cpuinfo: Union[str, Path] = "/proc/cpuinfo") -> str:
+    """The CPU's model name in ``cpuinfo`` ("" when unknown)."""
+    return _cpuinfo_field(("model name",), cpuinfo) or ""
+
+
 def native_bf16_reason(
     device: Union[str, torch.device] = "cpu", flags: Optional[FrozenSet[str]] = None
 ) -> Optional[str]:

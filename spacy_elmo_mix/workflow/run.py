@@ -9,7 +9,8 @@ as spans); POS tagging (accuracy) for ``ud_ewt``. Any other data set names its t
 Table 1 (``spacy-elmo-mix.PaperScheme.v1`` name), or ``baseline``: the same task without ELMo
 (spaCy's hash embeddings, ``configs/*_baseline.cfg``). ``metrics.json`` records the run's identity
 (``spacy_elmo_mix.workflow.identity``): the grid's command, the resolved settings, and the sha256 of
-the corpus, config and biLM files.
+the corpus, config and biLM files, and where it ran (``environment.py``: package version and
+checkout, CPU), which is not part of the identity.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..atomic import write_text_atomic
 from ..errors import ElmoFileError, ElmoInputError
 from ..layers.scalar_mix import PAPER_SCHEMES
 from .convert import load_datasets
+from .environment import run_environment
 from .identity import COMMAND_ENV, make_identity
 from .protocol import Protocol, how_it_ended
 
@@ -200,6 +202,7 @@ def run_one(
         "config": config,
         "layer_weights": _layer_weights(nlp, task.component),
         "identity": identity,
+        "environment": run_environment(),
     }
     if not keep_model:
         shutil.rmtree(output / "training")
