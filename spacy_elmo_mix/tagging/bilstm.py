@@ -70,7 +70,8 @@ class BiLSTMStack(nn.Module):
         total = inputs.shape[1]
         order = torch.argsort(lengths, stable=True)
         lengths = lengths[order]
-        groups = length_groups(lengths.tolist())
+        # on a GPU a step costs about the same for any number of rows: one group there
+        groups = length_groups(lengths.tolist()) if inputs.device.type == "cpu" else [(0, len(lengths))]
         steps = torch.arange(total).unsqueeze(0)
         ends = lengths.unsqueeze(1)
         # t -> its mirror within the length
@@ -116,8 +117,9 @@ class BiLSTMStack(nn.Module):
 # direction: ``(n + STEP_OVERHEAD) * t + CALL_OVERHEAD``: a fused call's step costs a few rows'
 # worth on top of its rows, and each group adds a dozen small operations to the forward and backward
 # passes. Measured on batches of 32 CoNLL-2000 training sentences (2 x 100 units, one AMD EPYC core),
-# these values split a batch into 2-3 groups and train the BiLSTM 1.5x faster than one padded group;
-# speed is flat from 2 to 4 groups.
+# these values split a batch into 2-3 groups and run the BiLSTM's forward and backward passes 1.5x
+# as fast as one padded group (speed is flat from 2 to 4 groups); a whole training step of the
+# BiLSTM-CRF 1.17x (bench/bilstm_groups.py). CPU only: on a GPU the stack runs one group.
 STEP_OVERHEAD = 3.0
 CALL_OVERHEAD = 30.0
 
