@@ -182,6 +182,7 @@ def run_one(
     if not config_path.is_file():
         raise ElmoFileError(f"{config_path}: no such training config")
     identity = _identity(settings, config_path, corpus, scheme, seed)
+    environment = run_environment()  # the code as this process starts it
     output.mkdir(parents=True, exist_ok=True)
     (output / "train_log.jsonl").unlink(missing_ok=True)
     started = time.perf_counter()
@@ -202,7 +203,7 @@ def run_one(
         "config": config,
         "layer_weights": _layer_weights(nlp, task.component),
         "identity": identity,
-        "environment": run_environment(),
+        "environment": environment,
     }
     if not keep_model:
         shutil.rmtree(output / "training")
