@@ -25,11 +25,9 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import torch
-from protocol_cost import protocol_pipeline
+from protocol_cost import add_protocol_arguments, machine_line, protocol_pipeline
 from spacy.util import minibatch
 
-from allennlp_speed import cpu_flags
-from bilm_speed import cpu_name
 from spacy_elmo_mix.atomic import write_text_atomic
 from spacy_elmo_mix.tagging import bilstm
 
@@ -94,8 +92,7 @@ def report(rows: Sequence[Dict], load: float) -> str:
     lines = [
         "# The BiLSTM's length groups against one padded group",
         "",
-        f"CPU: {cpu_name()} ({cpu_flags()}), {os.cpu_count()} CPUs; torch {torch.__version__}, 1 thread; "
-        f"1-minute load average {load:.1f} before (both settings alternate, so both see the same load).",
+        f"{machine_line(load)} (both settings alternate, so both see the same load).",
         "BiLSTM-CRF (`crf_*.cfg`, scheme `weighted`, layer cache filled), shuffled batches of 32 sentences, "
         f"call overhead {bilstm.CALL_OVERHEAD:g}, step overhead {bilstm.STEP_OVERHEAD:g} row-steps.",
         "",
@@ -114,9 +111,7 @@ def report(rows: Sequence[Dict], load: float) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--datasets", nargs="+", default=["ud_ewt", "wnut16", "conll2000", "conll2003"])
-    parser.add_argument("--corpus", type=Path, default=Path("corpus"))
-    parser.add_argument("--cache-dir", default="cache")
+    add_protocol_arguments(parser)
     parser.add_argument("--batches", type=int, default=0, help="training batches per data set (default 0: an epoch)")
     parser.add_argument("--output", type=Path, help="also write the markdown table here")
     args = parser.parse_args(argv)

@@ -77,8 +77,7 @@ def report(rows: Sequence[Dict], seeds: int, schemes: int, workers: int, load: f
     lines = [
         "# The paper's protocol: cost per data set",
         "",
-        f"CPU: {cpu_name()} ({cpu_flags()}), {os.cpu_count()} CPUs; torch {torch.__version__}, 1 thread; "
-        f"1-minute load average {load:.1f} before (other jobs on the machine slow these figures).",
+        f"{machine_line(load)} (other jobs on the machine slow these figures).",
         f"BiLSTM-CRF (`crf_*.cfg`, scheme `weighted`, layer cache filled), batches of 32 sentences. "
         f"Grid: {schemes} schemes x {seeds} seeds on {workers} workers.",
         "",
@@ -95,11 +94,24 @@ def report(rows: Sequence[Dict], seeds: int, schemes: int, workers: int, load: f
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_protocol_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--datasets``, ``--corpus`` and ``--cache-dir``: what :func:`protocol_pipeline` reads."""
     parser.add_argument("--datasets", nargs="+", default=["ud_ewt", "wnut16", "conll2000", "conll2003"])
     parser.add_argument("--corpus", type=Path, default=Path("corpus"))
     parser.add_argument("--cache-dir", default="cache")
+
+
+def machine_line(load: float) -> str:
+    """The CPU, its flags, torch and the load before a one-thread measurement."""
+    return (
+        f"CPU: {cpu_name()} ({cpu_flags()}), {os.cpu_count()} CPUs; torch {torch.__version__}, 1 thread; "
+        f"1-minute load average {load:.1f} before"
+    )
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_protocol_arguments(parser)
     parser.add_argument("--results", type=Path, default=Path("results"), help="finished runs to take the epochs from")
     parser.add_argument(
         "--assume-epochs", type=int, default=40, help="epochs per run for a data set without finished runs"

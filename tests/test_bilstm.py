@@ -21,11 +21,12 @@ def packed_reference(stack: BiLSTMStack, inputs: torch.Tensor, lengths: torch.Te
     return x
 
 
-def _batch(dtype, n_in: int = 8, seed: int = 0):
+def _batch(dtype, n_in: int = 8, seed: int = 0, sizes=LENGTHS):
+    """Seeded random inputs for sentences of ``sizes`` tokens, zero past each length, and the lengths."""
     gen = torch.Generator().manual_seed(seed)
-    lengths = torch.tensor(LENGTHS)
-    real = (torch.arange(max(LENGTHS)) < lengths.unsqueeze(1)).unsqueeze(2)
-    return (torch.randn(len(LENGTHS), max(LENGTHS), n_in, generator=gen, dtype=dtype) * real), lengths
+    lengths = torch.tensor(sizes)
+    real = (torch.arange(max(sizes)) < lengths.unsqueeze(1)).unsqueeze(2)
+    return (torch.randn(len(sizes), max(sizes), n_in, generator=gen, dtype=dtype) * real), lengths
 
 
 def test_unpacked_path_equals_the_packed_lstm_in_float64():
@@ -161,13 +162,6 @@ CONLL_LENGTHS = [
 ]
 
 
-def _conll_batch(dtype, n_in: int = 6, seed: int = 0):
-    gen = torch.Generator().manual_seed(seed)
-    lengths = torch.tensor(CONLL_LENGTHS)
-    real = (torch.arange(max(CONLL_LENGTHS)) < lengths.unsqueeze(1)).unsqueeze(2)
-    return torch.randn(len(CONLL_LENGTHS), max(CONLL_LENGTHS), n_in, generator=gen, dtype=dtype) * real, lengths
-
-
 def test_length_groups_cover_the_batch_in_contiguous_groups():
     lengths = sorted(CONLL_LENGTHS)
     groups = length_groups(lengths)
@@ -208,7 +202,7 @@ def test_grouped_stack_in_training_equals_the_packed_lstm_with_the_same_masks():
     """Length groups change no sentence's arithmetic and draw the documented dropout masks: in
     float64, with both dropouts on, outputs and gradients (input and weights) equal torch's packed
     LSTM run with the masks drawn in the batch's own order."""
-    x, lengths = _conll_batch(torch.float64)
+    x, lengths = _batch(torch.float64, 6, sizes=CONLL_LENGTHS)
     assert len(length_groups(sorted(CONLL_LENGTHS))) > 1
     torch.manual_seed(4)
     stack = BiLSTMStack(6, 5, 2, dropout=0.5, recurrent_dropout=0.5).double().train()
@@ -232,6 +226,6 @@ def test_grouped_stack_in_training_equals_the_packed_lstm_with_the_same_masks():
 def test_grouped_stack_equals_the_packed_lstm_in_float64():
     torch.manual_seed(5)
     stack = BiLSTMStack(6, 5, 2, dropout=0.0, recurrent_dropout=0.0).double().eval()
-    x, lengths = _conll_batch(torch.float64, seed=1)
+    x, lengths = _batch(torch.float64, 6, seed=1, sizes=CONLL_LENGTHS)
     assert len(length_groups(sorted(CONLL_LENGTHS))) > 1
     torch.testing.assert_close(stack(x, lengths), packed_reference(stack, x, lengths), rtol=1e-12, atol=1e-12)
