@@ -61,3 +61,20 @@ def test_frozen_not_annotating_fails_clearly(tiny_model_files, data_dir):
     nlp.initialize(lambda: examples)
     with pytest.raises(ValueError, match="received no layers.*annotating_components"):
         nlp.update(examples, exclude=["elmo"])
+
+
+def test_listener_refuses_another_batch(tiny_model_files, data_dir):
+    """The listener checks that the docs it is given are those the elmo component sent layers for,
+    in the same order (each doc is paired with the layers at its position)."""
+    nlp = spacy.util.load_model_from_config(
+        small_config("ner.cfg", *tiny_model_files, cache_memory_mb=0), auto_fill=True
+    )
+    examples = conll_examples(data_dir / "conll2003" / "train.txt", 8, nlp)
+    nlp.initialize(lambda: examples)
+    elmo, ner = nlp.get_pipe("elmo"), nlp.get_pipe("ner")
+    for batch in (examples[4:], examples[:4][::-1]):
+        elmo.update(examples[:4])
+        with pytest.raises(ValueError, match="Mismatched batch in the ELMo listener"):
+            ner.update(batch)
+    elmo.update(examples[:4])
+    assert ner.update(examples[:4])["ner"] > 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Optional, Tuple
 
+from spacy.attrs import ORTH
 from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
@@ -52,8 +53,9 @@ class ElmoListener(Model):
 
     @classmethod
     def get_batch_id(cls, docs: List[Doc]) -> int:
-        """A hash of the batch's token texts, to check that ``receive`` and ``forward`` agree."""
-        return sum(sum(token.orth for token in doc) for doc in docs)
+        """A hash of the batch's token texts in order, to check that ``receive`` and ``forward``
+        agree: the same docs in another order would pair each doc with another's layers."""
+        return hash(tuple(doc.to_array(ORTH).tobytes() for doc in docs))
 
     def receive(self, batch_id: int, outputs: List[Floats3d], backprop: Callable) -> None:
         """Store the layers the component computed for a batch, with the callback for their gradient."""
