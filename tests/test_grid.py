@@ -218,3 +218,45 @@ def test_projected_cost_from_finished_runs_and_unknown_data_sets(tmp_path):
     assert "projected: 0.1 h of wall time plus the runs of conll2003 (unknown until one finishes" in text
     alone = projected_cost([Job("conll2003", "layer1", 1)], [], tmp_path, workers=2)
     assert alone.splitlines()[-1].startswith("projected: the runs of conll2003 (unknown") and "0.0 h" not in alone
+
+
+def test_running_jobs_are_shown_with_their_epoch(tmp_path):
+    """The status beside the bar names the jobs running now (log written since the grid started),
+    with the epoch and best score of their train_log.jsonl; finished-before and unstarted jobs not."""
+    import os
+    import time
+
+    from spacy_elmo_mix.workflow.grid import Job, running_status
+
+    results = tmp_path / "results"
+    running, old, unstarted, no_log = Job("d", "a", 1), Job("d", "b", 1), Job("d", "c", 1), Job("d", "e", 1)
+    for job in (running, old, no_log):
+        job.run_dir(results).mkdir(parents=True)
+        (job.run_dir(results) / "log.txt").write_text("$ cmd\n")
+    lines = [{"epoch": 1, "score": 0.5}, {"epoch": 2, "score": 0.75}, {"epoch": 3, "score": 0.625}]
+    text = "".join(json.dumps(r) + "\n" for r in lines) + '{"epoch": 4, "sc'  # a line being written
+    (running.run_dir(results) / "train_log.jsonl").write_text(text)
+    (no_log.run_dir(results) / "train_log.jsonl").write_text("{not json\n")
+    since = time.time() - 5
+    os.utime(old.run_dir(results) / "log.txt", (since - 60, since - 60))
+    seen = {}
+    status = running_status([running, old, unstarted, no_log], results, since, seen)
+    assert status == "running: d/a/seed1 0 min, epoch 3 (best 0.75), d/e/seed1 0 min"
+    assert set(seen) == {running, no_log}
+    assert running_status([old, unstarted], results, since, {}) == "running: none yet"
+
+
+def test_grid_bar_shows_a_running_job(tmp_path, capsys, monkeypatch):
+    """End to end: a job that logs an epoch and then works for a while appears beside the bar."""
+    from spacy_elmo_mix.workflow import grid
+
+    monkeypatch.setattr(grid, "STATUS_SECONDS", 0.05)
+    job = (
+        "import json, os, sys, time; o = sys.argv[1]; "
+        "open(os.path.join(o, 'train_log.jsonl'), 'w').write(json.dumps({'epoch': 7, 'score': 0.5}) + '\\n'); "
+        "time.sleep(1.5); json.dump({'score': 0.5}, open(os.path.join(o, 'metrics.json'), 'w'))"
+    )
+    template = f"{shlex.quote(sys.executable)} -c {shlex.quote(job)} {{output}}"
+    summary = run_grid(["d1"], ["good"], [1], template, results_dir=tmp_path / "results", max_workers=1)
+    assert summary.count("ok") == 1
+    assert "running: d1/good/seed1 0 min, epoch 7 (best 0.5)" in capsys.readouterr().err

@@ -28,6 +28,10 @@ Backends:
 Every job runs single-threaded (``OMP_NUM_THREADS=1``, which also sets torch's thread count,
 ``MKL_NUM_THREADS=1``, ``OPENBLAS_NUM_THREADS=1``). A failing job (non-zero exit, or no
 metrics.json) is reported with its exit code and last log lines; the other jobs go on.
+
+Progress: a bar over the jobs, and beside it, every :data:`STATUS_SECONDS`, the jobs running here
+(local backend) with their minutes so far and, for runs that log one JSON line per evaluation to
+``{output}/train_log.jsonl`` (``python -m spacy_elmo_mix run`` does), their epoch and best score.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_N
 PLACEHOLDERS = ("dataset", "scheme", "seed", "output")
 TAIL_LINES = 15
 STALE_METRICS = "metrics.stale.json"
+TRAIN_LOG = "train_log.jsonl"  # one JSON object per evaluation ("epoch", "score"), if the run writes it
+STATUS_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -479,9 +485,84 @@ def run_grid(
         {"address": address, "runtime_env": runtime_env, "connect_timeout": connect_timeout} if backend == "ray" else {}
     )
     with tqdm(total=len(todo), desc="grid", unit="job", disable=not progress or not todo) as bar:
+        ticker = _Ticker(bar, list(todo), results_dir) if progress and todo else None
         for result in BACKENDS[backend](todo, make_command, results_dir, workers, cwd, **extra):
             result.rerun = reruns[result.job]
             done[result.job] = _stamp_identity(result, make_command, results_dir)
+            if ticker:
+                ticker.finished(result)
             bar.update()
-            bar.set_postfix(failed=sum(r.status == "failed" for r in done.values()))
+        if ticker:
+            ticker.stop()
     return GridSummary([done[job] for job in jobs], results_dir)
+
+
+class _Ticker:
+    """Refreshes a grid bar's postfix every :data:`STATUS_SECONDS` from a thread: failed jobs so far
+    and :func:`running_status` of the pending ones."""
+
+    def __init__(self, bar, pending: List[Job], results_dir: Path) -> None:
+        self.bar, self.pending, self.results_dir = bar, pending, results_dir
+        self.since, self.failed, self.seen = time.time(), 0, {}
+        self.lock, self.stopping = threading.Lock(), threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def finished(self, result: JobResult) -> None:
+        with self.lock:
+            self.pending.remove(result.job)
+            self.failed += result.status == "failed"
+        self._refresh()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        while not self.stopping.wait(STATUS_SECONDS):
+            self._refresh()
+
+    def _refresh(self) -> None:
+        with self.lock:
+            line = running_status(self.pending, self.results_dir, self.since, self.seen)
+            if self.failed:
+                line = f"{self.failed} failed; {line}"
+            self.bar.set_postfix_str(line)
+
+
+def running_status(pending: Sequence[Job], results_dir: Path, since: float, seen: Dict[Job, float]) -> str:
+    """One line on the pending jobs that are running: those whose ``log.txt`` was written after
+    ``since`` (a ``time.time()``), each with its minutes since ``seen`` first held it (updated here)
+    and, from its ``train_log.jsonl`` when there is one, its epoch and best score so far."""
+    parts = []
+    for job in pending:
+        run_dir = job.run_dir(results_dir)
+        try:
+            if (run_dir / "log.txt").stat().st_mtime < since:
+                continue
+        except OSError:
+            continue
+        started = seen.setdefault(job, time.time())
+        parts.append(f"{job} {(time.time() - started) / 60:.0f} min{_training_state(run_dir / TRAIN_LOG)}")
+    return "running: " + (", ".join(parts) if parts else "none yet")
+
+
+def _training_state(train_log: Path) -> str:
+    """ ", epoch E (best S)": the last evaluation's epoch and the best score so far; "" when there is
+    none (yet). Lines that do not parse (the one being written) are passed over."""
+    try:
+        lines = train_log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    records = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and record.get("epoch") is not None:
+            records.append(record)
+    if not records:
+        return ""
+    scores = [r["score"] for r in records if isinstance(r.get("score"), (int, float))]
+    return f", epoch {records[-1]['epoch']}" + (f" (best {max(scores):.4g})" if scores else "")
