@@ -260,3 +260,19 @@ def test_grid_bar_shows_a_running_job(tmp_path, capsys, monkeypatch):
     summary = run_grid(["d1"], ["good"], [1], template, results_dir=tmp_path / "results", max_workers=1)
     assert summary.count("ok") == 1
     assert "running: d1/good/seed1 0 min, epoch 7 (best 0.5)" in capsys.readouterr().err
+
+
+def test_status_thread_ends_when_the_backend_fails(tmp_path, monkeypatch):
+    import threading
+
+    from spacy_elmo_mix.workflow import grid
+
+    def broken_backend(*args, **kwargs):
+        raise RuntimeError("backend down")
+        yield  # a generator, as the backends are
+
+    monkeypatch.setitem(grid.BACKENDS, "local", broken_backend)
+    before = threading.active_count()
+    with pytest.raises(RuntimeError, match="backend down"):
+        run_grid(["d1"], ["good"], [1], TEMPLATE, results_dir=tmp_path / "results")
+    assert threading.active_count() == before

@@ -486,14 +486,16 @@ def run_grid(
     )
     with tqdm(total=len(todo), desc="grid", unit="job", disable=not progress or not todo) as bar:
         ticker = _Ticker(bar, list(todo), results_dir) if progress and todo else None
-        for result in BACKENDS[backend](todo, make_command, results_dir, workers, cwd, **extra):
-            result.rerun = reruns[result.job]
-            done[result.job] = _stamp_identity(result, make_command, results_dir)
+        try:
+            for result in BACKENDS[backend](todo, make_command, results_dir, workers, cwd, **extra):
+                result.rerun = reruns[result.job]
+                done[result.job] = _stamp_identity(result, make_command, results_dir)
+                if ticker:
+                    ticker.finished(result)
+                bar.update()
+        finally:  # also when a backend fails: no thread refreshing a closed bar
             if ticker:
-                ticker.finished(result)
-            bar.update()
-        if ticker:
-            ticker.stop()
+                ticker.stop()
     return GridSummary([done[job] for job in jobs], results_dir)
 
 
