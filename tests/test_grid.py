@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
+import threading
+import time
 
 import pytest
 
 from spacy_elmo_mix.cli.grid import main as grid_cli
-from spacy_elmo_mix.workflow.grid import CommandTemplate, run_grid, write_returned_files
+from spacy_elmo_mix.workflow import grid
+from spacy_elmo_mix.workflow.grid import CommandTemplate, Job, run_grid, running_status, write_returned_files
 
 # A job that writes metrics.json (score from the seed, its OMP_NUM_THREADS recorded) and fails with
 # exit code 3 for scheme "bad".
@@ -223,11 +227,6 @@ def test_projected_cost_from_finished_runs_and_unknown_data_sets(tmp_path):
 def test_running_jobs_are_shown_with_their_epoch(tmp_path):
     """The status beside the bar names the jobs running now (log written since the grid started),
     with the epoch and best score of their train_log.jsonl; finished-before and unstarted jobs not."""
-    import os
-    import time
-
-    from spacy_elmo_mix.workflow.grid import Job, running_status
-
     results = tmp_path / "results"
     running, old, unstarted, no_log = Job("d", "a", 1), Job("d", "b", 1), Job("d", "c", 1), Job("d", "e", 1)
     for job in (running, old, no_log):
@@ -248,8 +247,6 @@ def test_running_jobs_are_shown_with_their_epoch(tmp_path):
 
 def test_grid_bar_shows_a_running_job(tmp_path, capsys, monkeypatch):
     """End to end: a job that logs an epoch and then works for a while appears beside the bar."""
-    from spacy_elmo_mix.workflow import grid
-
     monkeypatch.setattr(grid, "STATUS_SECONDS", 0.05)
     job = (
         "import json, os, sys, time; o = sys.argv[1]; "
@@ -263,10 +260,6 @@ def test_grid_bar_shows_a_running_job(tmp_path, capsys, monkeypatch):
 
 
 def test_status_thread_ends_when_the_backend_fails(tmp_path, monkeypatch):
-    import threading
-
-    from spacy_elmo_mix.workflow import grid
-
     def broken_backend(*args, **kwargs):
         raise RuntimeError("backend down")
         yield  # a generator, as the backends are

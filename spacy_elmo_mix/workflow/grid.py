@@ -53,6 +53,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Un
 from ..atomic import atomic_write, write_text_atomic
 from ..errors import ElmoInputError
 from .identity import COMMAND_ENV, stale_reason
+from .protocol import TRAIN_LOG
 
 PathLike = Union[str, Path]
 MakeCommand = Callable[[str, str, int, str], Sequence[str]]
@@ -60,7 +61,6 @@ SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_N
 PLACEHOLDERS = ("dataset", "scheme", "seed", "output")
 TAIL_LINES = 15
 STALE_METRICS = "metrics.stale.json"
-TRAIN_LOG = "train_log.jsonl"  # one JSON object per evaluation ("epoch", "score"), if the run writes it
 STATUS_SECONDS = 30.0
 
 

@@ -25,6 +25,7 @@ from typing import Dict, Optional
 from ..errors import ElmoInputError
 
 TOKENS = ("given", "retokenized")
+TRAIN_LOG = "train_log.jsonl"  # a run's training log: one JSON object per evaluation (step, epoch, score)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from ..layers.scalar_mix import PAPER_SCHEMES
 from .convert import load_datasets
 from .environment import run_environment
 from .identity import COMMAND_ENV, make_identity
-from .protocol import Protocol, how_it_ended
+from .protocol import TRAIN_LOG, Protocol, how_it_ended
 
 PathLike = Union[str, Path]
 # The training configs, shipped as package data (the project's top-level ``configs`` links here).
@@ -157,7 +157,7 @@ def run_one(
         **protocol.settings(_count_sentences(corpus / "train.spacy", protocol.gold_preproc)),
         "training.logger": {
             "@loggers": "spacy-elmo-mix.LayerWeightsLogger.v1",
-            "path": str(output / "train_log.jsonl"),
+            "path": str(output / TRAIN_LOG),
         },
     }
     if batch_words:
@@ -184,7 +184,7 @@ def run_one(
     identity = _identity(settings, config_path, corpus, scheme, seed)
     environment = run_environment()  # the code as this process starts it
     output.mkdir(parents=True, exist_ok=True)
-    (output / "train_log.jsonl").unlink(missing_ok=True)
+    (output / TRAIN_LOG).unlink(missing_ok=True)
     started = time.perf_counter()
     train(config_path, output / "training", overrides=settings, use_gpu=gpu_id)
     train_seconds = time.perf_counter() - started
@@ -198,7 +198,7 @@ def run_one(
         "metric": task.metric,
         "train_seconds": round(train_seconds, 2),
         "protocol": protocol.describe(architecture, embed),
-        **how_it_ended(output / "train_log.jsonl", settings),
+        **how_it_ended(output / TRAIN_LOG, settings),
         "max_steps": int(settings["training.max_steps"]),
         "config": config,
         "layer_weights": _layer_weights(nlp, task.component),
