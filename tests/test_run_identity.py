@@ -121,7 +121,8 @@ def test_compare_on_a_missing_results_folder_fails(tmp_path, capsys):
         (["--scheme", "nosuch"], "unknown scheme 'nosuch'"),
         (["--dataset", "mine"], "dataset 'mine' is not built in"),
         (["--max-steps", "0"], "--max-steps must be a positive integer"),
-        (["--seed", "-1"], "--seed must be in 0..2**32-1 (got -1)"),
+        (["--seed", "-1"], "--seed must be in 0..2**32-1, got -1"),
+        (["--gpu-id", "-2"], "--gpu-id must be -1 (CPU) or a device number, got -2"),
         (["--seed", "2"], "conll2003/train.spacy not found: run the convert step for conll2003 first"),
     ],
 )
@@ -135,7 +136,7 @@ def test_run_rejects_bad_settings_before_training(tmp_path, capsys, args, messag
     }
     base.update(dict(zip(args[::2], args[1::2])))
     argv = ["run"] + [item for pair in base.items() for item in pair]
-    with pytest.raises(SystemExit) if args[0] == "--max-steps" or args[1] == "-1" else _no_raise():
+    with pytest.raises(SystemExit) if args[0] in ("--max-steps", "--gpu-id") or args[1] == "-1" else _no_raise():
         assert cli(argv) == 1
     assert message in capsys.readouterr().err
 
@@ -188,3 +189,35 @@ def test_embed_elmo_hash_trains_the_hash_config_and_leaves_the_baseline_alone(ti
         recorded = json.loads((tmp_path / scheme / "metrics.json").read_text())["identity"]["settings"]["config"]
         configs[scheme] = (metrics["config"], recorded)
     assert configs == {"weighted": ("ner_elmo_hash.cfg",) * 2, "baseline": ("ner_baseline.cfg",) * 2}
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"training.foo": 1}, "'training.foo': crf_ner.cfg has no such setting"),
+        ({"components.crf_ner.model.nope.width": 1}, "crf_ner.cfg has no such setting"),
+        ({"system.seed": 7}, "'system.seed': the run sets it"),
+        ({"training.max_epochs": 3}, "'training.max_epochs': the run sets it"),
+    ],
+)
+def test_run_rejects_overrides_it_would_ignore_or_contradict(data_dir, tmp_path, override, message):
+    """spaCy ignores a new key in [training]; an override of the seed or the protocol's budget would
+    make metrics.json describe another run than the one trained."""
+    from spacy_elmo_mix.errors import ElmoInputError
+    from spacy_elmo_mix.workflow.convert import convert_dataset
+    from spacy_elmo_mix.workflow.run import run_one
+
+    convert_dataset("conll2000", data_dir / "conll2000", tmp_path / "corpus" / "conll2000", max_sentences=20)
+    protocol = Protocol(patience_epochs=5)
+    with pytest.raises(ElmoInputError, match=message):
+        run_one(
+            "conll2000",
+            "layer1",
+            1,
+            tmp_path / "run",
+            tmp_path / "corpus",
+            protocol=protocol,
+            overrides=override,
+            architecture="paper",
+        )
+    assert not (tmp_path / "run").exists()

@@ -85,7 +85,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         action="append",
         default=[],
         metavar="KEY=JSON",
-        help="extra config override, e.g. training.max_epochs=3",
+        help="change a setting of the training config, e.g. training.optimizer.learn_rate=0.002 (not one the run sets from its options)",
     )
     args = parser.parse_args(argv)
 
@@ -107,10 +107,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
     if args.patience_epochs < 0:
         parser.error(f"--patience-epochs must be 0 (fixed budget) or positive, got {args.patience_epochs}")
-    if not 0 <= args.seed < 2**32 or args.gpu_id < -1:
-        parser.error(
-            f"--seed must be in 0..2**32-1 (got {args.seed}) and --gpu-id -1 (CPU) or a device number (got {args.gpu_id})"
-        )
+    if not 0 <= args.seed < 2**32:
+        parser.error(f"--seed must be in 0..2**32-1, got {args.seed}")
+    if args.gpu_id < -1:
+        parser.error(f"--gpu-id must be -1 (CPU) or a device number, got {args.gpu_id}")
     if args.config and args.embed != "elmo":
         parser.error(f"--config {args.config} names the config itself: leave out --embed {args.embed}")
     if args.batch_words < 0:

@@ -174,13 +174,14 @@ def run_one(
                 "initialize.components.elmo.cache_dtype": cache_dtype,
             }
         )
-    settings.update(overrides or {})
     if embed not in EMBEDS:
         raise ElmoInputError(f"unknown embed {embed!r}; choose one of {', '.join(EMBEDS)}")
     config = config or task.config_for(scheme, embed)
     config_path = Path(config_dir) / config
     if not config_path.is_file():
         raise ElmoFileError(f"{config_path}: no such training config")
+    _check_overrides(overrides or {}, settings, config_path)
+    settings.update(overrides or {})
     identity = _identity(settings, config_path, corpus, scheme, seed)
     environment = run_environment()  # the code as this process starts it
     output.mkdir(parents=True, exist_ok=True)
@@ -209,6 +210,27 @@ def run_one(
         shutil.rmtree(output / "training")
     write_text_atomic(output / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     return metrics
+
+
+def _check_overrides(overrides: Dict[str, object], settings: Dict[str, object], config_path: Path) -> None:
+    """Each override must name a setting of the config that the run does not set itself: spaCy
+    accepts a new key in a section it does not validate (``training.foo``) and ignores it, and an
+    override of the run's own settings (the seed, the protocol's budget, the scheme) would make the
+    run something other than what its options and ``metrics.json`` say."""
+    from spacy.util import load_config
+
+    taken = sorted(set(overrides) & set(settings))
+    if taken:
+        raise ElmoInputError(
+            f"override {taken[0]!r}: the run sets it from its own options (seed, protocol, scheme, paths)"
+        )
+    known = load_config(config_path, interpolate=False)
+    for key in overrides:
+        node = known
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise ElmoInputError(f"override {key!r}: {config_path.name} has no such setting")
+            node = node[part]
 
 
 def _identity(settings: Dict[str, object], config_path: Path, corpus: Path, scheme: str, seed: int) -> dict:
