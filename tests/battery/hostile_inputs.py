@@ -1638,6 +1638,26 @@ def _(d, env):
     )
 
 
+def run_with_override(d: Path, env, override: str) -> Run:
+    """``run`` on a small corpus (the shared assets' sentences as train, dev and test) with ``--set``."""
+    corpus = d / "corpus" / "conll2003"
+    corpus.mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        shutil.copyfile(env.assets() / "corpus.spacy", corpus / f"{split}.spacy")
+    argv = ["run", "--dataset", "conll2003", "--scheme", "layer1", "--seed", "1", "--output", "out"]
+    return Run(argv + ["--corpus", "corpus", "--set", override], needle=override.partition("=")[0], late_after=60)
+
+
+@case("grid_run", "run_set_unknown_key")
+def _(d, env):
+    return run_with_override(d, env, "training.foo=1")  # spaCy itself accepts and ignores it
+
+
+@case("grid_run", "run_set_a_key_the_run_sets")
+def _(d, env):
+    return run_with_override(d, env, "system.seed=7")  # metrics.json would say seed 1
+
+
 @case("grid_run", "grid_unknown_scheme")
 def _(d, env):
     return Run(
