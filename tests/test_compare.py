@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import ttest_ind
 
+from spacy_elmo_mix.__main__ import main as cli
 from spacy_elmo_mix.cli.compare import main as compare_cli
 from spacy_elmo_mix.workflow.compare import MetricsError, compare, read_metrics, scheme_order
 
@@ -281,3 +282,20 @@ def test_alpha_must_be_a_level(tmp_path, capsys):
     with pytest.raises(SystemExit):
         compare_cli(["--results", str(tmp_path), "--alpha", "1.5"])
     assert "--alpha must be a significance level between 0 and 1, got 1.5" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--seeds", "99"], "match no run folder under"),
+        (["--datasets", "conll2003", "--schemes", "layer1"], "match no run folder under"),
+        (["--schemes", "weighted", "wieghted"], "--schemes wieghted: neither built in nor run under"),
+        (["--datasets", "nope"], "--datasets nope: neither built in nor run under"),
+    ],
+)
+def test_a_selection_that_can_only_be_a_mistake_fails_in_one_line(tmp_path, capsys, args, message):
+    write_cell(tmp_path, "wnut16", "weighted", BEST[:2])
+    assert cli(["compare", "--results", str(tmp_path), *args]) == 1
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "table.md").exists()

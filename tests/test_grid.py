@@ -269,3 +269,18 @@ def test_status_thread_ends_when_the_backend_fails(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="backend down"):
         run_grid(["d1"], ["good"], [1], TEMPLATE, results_dir=tmp_path / "results")
     assert threading.active_count() == before
+
+
+def test_a_value_given_twice_runs_once(tmp_path):
+    summary = run_grid(
+        ["d", "d"], ["good", "good"], [1, 1], TEMPLATE, results_dir=tmp_path, max_workers=2, progress=False
+    )
+    assert [(r.job, r.status) for r in summary.results] == [(Job("d", "good", 1), "ok")]
+
+
+@pytest.mark.parametrize("datasets,schemes", [([""], ["good"]), (["d"], [".."]), (["../elsewhere"], ["good"])])
+def test_ids_that_cannot_name_a_run_folder_fail_before_any_job(tmp_path, capsys, datasets, schemes):
+    args = ["--datasets", *datasets, "--schemes", *schemes, "--seeds", "1", "--results", str(tmp_path)]
+    assert grid_cli([*args, "--command-template", TEMPLATE, "--no-progress"]) == 1
+    assert "cannot name a run folder: give a plain name" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists() and not (tmp_path.parent / "elsewhere").exists()

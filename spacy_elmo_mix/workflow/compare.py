@@ -47,7 +47,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..atomic import atomic_write, write_text_atomic
-from ..errors import ElmoFileError
+from ..errors import ElmoFileError, ElmoInputError
 from .convert import load_datasets
 from .identity import stale_reason
 from .paper_table import LABEL as PAPER_LABEL
@@ -241,11 +241,13 @@ def load_results(
     if not Path(results_dir).is_dir():
         raise ElmoFileError(f"{results_dir}: no such results folder")
     selected = (set(datasets or ()), set(schemes or ()), {int(n) for n in seeds or ()})
+    on_disk = dict(_run_dirs(Path(results_dir)))
     found: Dict[RunKey, Path] = {
         key: run_dir
-        for key, run_dir in _run_dirs(Path(results_dir))
+        for key, run_dir in on_disk.items()
         if all(not chosen or value in chosen for value, chosen in zip(key, selected))
     }
+    check_selection(results_dir, on_disk, found, selected)
     for key, run_dir in found.items():
         metrics = run_dir / "metrics.json"
         if not metrics.exists():
@@ -276,6 +278,31 @@ def load_results(
     if unchecked:
         results.notes.append(f"{unchecked} runs record no identity (inputs not checked: run by an older version)")
     return pool_runs(results)
+
+
+def check_selection(
+    results_dir: PathLike, on_disk: Dict[RunKey, Path], found: Dict[RunKey, Path], selected: Tuple[set, set, set]
+) -> None:
+    """Raise ElmoInputError for a selection that can only be a mistake: a dataset or scheme that is
+    neither built in nor has a run folder (a typo), or a selection that matches no run folder at all
+    while ``results_dir`` holds some. Values merely not run yet are left to the table's notes."""
+    for flag, chosen, known, position in (
+        ("--datasets", selected[0], set(DATASETS), 0),
+        ("--schemes", selected[1], {*SCHEMES, "baseline"}, 1),
+    ):
+        present = {key[position] for key in on_disk}
+        unknown = sorted(chosen - known - present)
+        if unknown:
+            raise ElmoInputError(
+                f"{flag} {' '.join(unknown)}: neither built in nor run under {results_dir}/runs "
+                f"(runs found: {', '.join(sorted(present)) or 'none'})"
+            )
+    if on_disk and not found:
+        seeds = sorted({key[2] for key in on_disk})
+        raise ElmoInputError(
+            f"the selected datasets, schemes and seeds match no run folder under {results_dir}/runs "
+            f"({len(on_disk)} there; seeds found: {', '.join(map(str, seeds))})"
+        )
 
 
 def pool_runs(results: Results) -> Results:

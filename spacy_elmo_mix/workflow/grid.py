@@ -437,8 +437,14 @@ def projected_cost(todo: Sequence[Job], finished: Sequence[Job], results_dir: Pa
 
 
 def grid_jobs(datasets: Sequence[str], schemes: Sequence[str], seeds: Sequence[int]) -> List[Job]:
-    """All jobs, seed-major (every cell gets its first seed before any gets its second)."""
-    return [Job(d, s, int(n)) for n in seeds for d in datasets for s in schemes]
+    """All jobs, seed-major (every cell gets its first seed before any gets its second); a value given
+    twice runs once. Dataset and scheme ids name folders, so each must be one plain path component."""
+    for kind, names in (("dataset", datasets), ("scheme", schemes)):
+        bad = [name for name in names if name in ("", ".", "..") or "/" in name or "\\" in name]
+        if bad:
+            raise ElmoInputError(f"{kind} id {bad[0]!r} cannot name a run folder: give a plain name")
+    datasets, schemes, seeds = (list(dict.fromkeys(values)) for values in (datasets, schemes, map(int, seeds)))
+    return [Job(d, s, n) for n in seeds for d in datasets for s in schemes]
 
 
 def run_grid(

@@ -1580,6 +1580,24 @@ def _(d, env):
     return Run(["compare", "--results", "results", "--alpha", "2"], needle="alpha")
 
 
+@case("compare", "seed_with_no_runs")
+def _(d, env):
+    metrics_folder(d, good_metrics(1))
+    return Run(["compare", "--results", "results", "--seeds", "99"], needle="seeds found: 1")
+
+
+@case("compare", "scheme_misspelt")
+def _(d, env):
+    metrics_folder(d, good_metrics(1))
+    return Run(["compare", "--results", "results", "--schemes", "layr1"], needle="layr1")
+
+
+@case("compare", "dataset_misspelt")
+def _(d, env):
+    metrics_folder(d, good_metrics(1))
+    return Run(["compare", "--results", "results", "--datasets", "conll2030"], needle="conll2030")
+
+
 # ---- grid / run -----------------------------------------------------------------------------------------
 GRID = ["grid", "--seeds", "1", "--results", "results", "--no-progress"]
 
@@ -1697,6 +1715,22 @@ def _(d, env):
             "-1",
         ],
         needle="max-workers|max_workers",
+    )
+
+
+@case("grid_run", "grid_dataset_id_leaves_the_results_folder")
+def _(d, env):
+    return Run(
+        GRID + ["--datasets", "../../outside", "--schemes", "layer1", "--command-template", "true {output}"],
+        needle="../../outside",
+    )
+
+
+@case("grid_run", "grid_empty_scheme_id")
+def _(d, env):
+    return Run(
+        GRID + ["--datasets", "conll2003", "--schemes", "", "--command-template", "true {output}"],
+        needle="scheme id ''",
     )
 
 
