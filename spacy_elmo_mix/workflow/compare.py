@@ -53,6 +53,7 @@ from .identity import stale_reason
 from .paper_table import LABEL as PAPER_LABEL
 from .paper_table import SOURCE as PAPER_SOURCE
 from .paper_table import paper_row
+from .run import BASELINE
 
 PathLike = Union[str, Path]
 RunKey = Tuple[str, str, int]
@@ -288,7 +289,7 @@ def check_selection(
     while ``results_dir`` holds some. Values merely not run yet are left to the table's notes."""
     for flag, chosen, known, position in (
         ("--datasets", selected[0], set(DATASETS), 0),
-        ("--schemes", selected[1], {*SCHEMES, "baseline"}, 1),
+        ("--schemes", selected[1], {*SCHEMES, BASELINE}, 1),
     ):
         present = {key[position] for key in on_disk}
         unknown = sorted(chosen - known - present)
