@@ -1599,7 +1599,10 @@ def _(d, env):
 
 
 # ---- grid / run -----------------------------------------------------------------------------------------
-GRID = ["grid", "--seeds", "1", "--results", "results", "--no-progress"]
+def grid_argv(dataset: str, scheme: str, *extra: str, template: str = "true {output}") -> List[str]:
+    """``grid`` over one dataset x scheme x seed 1 with a job that does nothing, plus ``extra``."""
+    grid = ["grid", "--seeds", "1", "--results", "results", "--no-progress"]
+    return grid + ["--datasets", dataset, "--schemes", scheme, "--command-template", template, *extra]
 
 
 @case("grid_run", "run_unknown_scheme")
@@ -1679,7 +1682,7 @@ def _(d, env):
 @case("grid_run", "grid_unknown_scheme")
 def _(d, env):
     return Run(
-        GRID + ["--datasets", "conll2003", "--schemes", "layer9", "--command-template", "true {output}"],
+        grid_argv("conll2003", "layer9"),
         needle="layer9",
     )
 
@@ -1687,7 +1690,7 @@ def _(d, env):
 @case("grid_run", "grid_unknown_dataset")
 def _(d, env):
     return Run(
-        GRID + ["--datasets", "conll2099", "--schemes", "layer1", "--command-template", "true {output}"],
+        grid_argv("conll2099", "layer1"),
         needle="conll2099",
     )
 
@@ -1695,7 +1698,7 @@ def _(d, env):
 @case("grid_run", "grid_unknown_placeholder")
 def _(d, env):
     return Run(
-        GRID + ["--datasets", "conll2003", "--schemes", "layer1", "--command-template", "true {outptu}"],
+        grid_argv("conll2003", "layer1", template="true {outptu}"),
         needle="outptu",
     )
 
@@ -1703,17 +1706,7 @@ def _(d, env):
 @case("grid_run", "grid_negative_workers")
 def _(d, env):
     return Run(
-        GRID
-        + [
-            "--datasets",
-            "conll2003",
-            "--schemes",
-            "layer1",
-            "--command-template",
-            "true {output}",
-            "--max-workers",
-            "-1",
-        ],
+        grid_argv("conll2003", "layer1", "--max-workers", "-1"),
         needle="max-workers|max_workers",
     )
 
@@ -1721,7 +1714,7 @@ def _(d, env):
 @case("grid_run", "grid_dataset_id_leaves_the_results_folder")
 def _(d, env):
     return Run(
-        GRID + ["--datasets", "../../outside", "--schemes", "layer1", "--command-template", "true {output}"],
+        grid_argv("../../outside", "layer1"),
         needle="../../outside",
     )
 
@@ -1729,7 +1722,7 @@ def _(d, env):
 @case("grid_run", "grid_empty_scheme_id")
 def _(d, env):
     return Run(
-        GRID + ["--datasets", "conll2003", "--schemes", "", "--command-template", "true {output}"],
+        grid_argv("conll2003", ""),
         needle="scheme id ''",
     )
 
