@@ -9,11 +9,22 @@ import pytest
 import torch
 
 from spacy_elmo_mix.bilm import ElmoEmbedder, batch_to_char_ids, kernels
-from spacy_elmo_mix.bilm.kernels import KERNELS, mkl_packing_available, prepacked, step_product, unavailable_reason
+from spacy_elmo_mix.bilm.kernels import (
+    KERNELS,
+    mkl_packing_available,
+    onednn_packing_available,
+    prepacked,
+    product,
+    step_product,
+    unavailable_reason,
+)
 from spacy_elmo_mix.errors import ElmoConfigError
 
 needs_mkl = pytest.mark.skipif(
     not mkl_packing_available(), reason="this torch has no MKL packed-weight ops (prepacked weights need them)"
+)
+needs_onednn_bf16 = pytest.mark.skipif(
+    not onednn_packing_available(), reason="this torch or CPU has no oneDNN bfloat16 packed-weight ops"
 )
 U = 2.0**-24
 
@@ -85,6 +96,46 @@ def test_a_step_padded_to_the_packed_rows_equals_the_plain_product(rows):
         np.testing.assert_allclose(
             step_product(a, weight.t(), b, pack, "mkl-packed"), plain, rtol=0, atol=product_atol(a, weight, b)
         )
+
+
+@needs_onednn_bf16
+@pytest.mark.parametrize("rows", [1, 5, 8])
+def test_a_bfloat16_step_on_onednn_packed_weights_equals_the_plain_bfloat16_product(rows):
+    """Both are the same bfloat16 products summed in float32 (grouped possibly otherwise: the float32
+    bound of ``product_atol``), each rounded once to bfloat16 (at most 2^-8 of the value apart more),
+    then the same float32 bias; the pack serves steps of any size."""
+    torch.manual_seed(0)
+    weight, bias = torch.randn(64, 24), torch.randn(64)
+    a = torch.randn(rows, 24).bfloat16().float()
+    low = weight.bfloat16()
+    pack = prepacked(weight, 8, torch.bfloat16)
+    assert pack is not None and pack.rows == 8 and pack.packed.dtype == torch.bfloat16
+    for b in (bias, None):
+        plain = product(a, low.t(), b, "torch")
+        packed = step_product(a, low.t(), b, pack, "torch")
+        assert packed.dtype == torch.float32 and packed.shape == (rows, 64)
+        rounding = 2.0**-8 * float((plain - (0 if b is None else b)).abs().max())
+        atol = product_atol(a, low.float(), None) + rounding
+        np.testing.assert_allclose(packed, plain, rtol=0, atol=atol)
+
+
+@needs_onednn_bf16
+def test_bfloat16_inference_packs_the_step_weights_once_and_not_with_gradients(tiny_model_files, sentences):
+    from spacy_elmo_mix.bilm.loading import load_bilm
+
+    embedder = ElmoEmbedder(*tiny_model_files, dtype="bfloat16")
+    before = embedder.embed_batch(sentences[:6])
+    weight = embedder.model.stacks[1][0].w_recurrent
+    pack = weight._packed_copy[1]
+    assert pack.packed.dtype == torch.bfloat16 and packed_sizes(embedder.model) == {6}
+    for again, first in zip(embedder.embed_batch(sentences[:6]), before):
+        np.testing.assert_array_equal(again, first)
+    assert weight._packed_copy[1] is pack  # kept, not packed again
+    model = load_bilm(*tiny_model_files).set_compute_dtype(torch.bfloat16)
+    ids, lengths = torch.from_numpy(batch_to_char_ids(sentences[:4])), torch.tensor([len(s) for s in sentences[:4]])
+    model(ids, lengths).sum().backward()
+    assert packed_sizes(model) == {None}
+    assert model.stacks[0][0].w_recurrent.grad.abs().sum() > 0
 
 
 @pytest.mark.parametrize("name", KERNELS)

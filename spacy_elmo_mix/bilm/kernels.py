@@ -17,8 +17,11 @@ docs/benchmarks.md), so the library is a setting with a per-CPU default. The ker
   OpenBLAS's process-wide thread count to 1.
 
 All compute the same float32 sums, grouped differently (within a few float32 roundings of each
-other; the numerical tests run on each set). With gradients, in bfloat16 and off the CPU the
-products are torch's plain ones. The default (:func:`default_kernels`) is ``SPACY_ELMO_MIX_KERNELS``
+other; the numerical tests run on each set). With gradients and off the CPU the products are torch's
+plain ones. In bfloat16 (inference on the CPU, any kernel set) the recurrent and projection weights
+are kept in oneDNN's packed layout (:func:`prepacked`): torch's plain bfloat16 product reorders the
+whole weight into that layout on every call, which cost more than the product itself at the
+published size. The default (:func:`default_kernels`) is ``SPACY_ELMO_MIX_KERNELS``
 when set, otherwise ``openblas`` on AMD CPUs and ``mkl-packed`` elsewhere, each where available
 (else ``torch``).
 """
@@ -80,8 +83,21 @@ def mkl_packing_available() -> bool:
         return False
 
 
+def onednn_packing_available() -> bool:
+    """Whether this torch has oneDNN's packed-weight bfloat16 linear ops (``torch.ops.mkldnn``) and
+    this CPU runs them, used by :func:`prepacked` in bfloat16."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        ops = (torch.ops.mkldnn._reorder_linear_weight, torch.ops.mkldnn._linear_pointwise)
+        return all(map(callable, ops)) and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
 class PackedWeight(NamedTuple):
-    """MKL's packed layout of ``weight`` for products with ``rows`` rows."""
+    """A weight in a library's packed layout for products with ``rows`` rows: MKL's (float32) or
+    oneDNN's (bfloat16); ``weight`` is the float32 weight it was made from."""
 
     rows: int
     packed: Tensor
@@ -94,20 +110,31 @@ class PackedWeight(NamedTuple):
 MAX_PACKED_RATIO = 4
 
 
-def prepacked(weight: Tensor, rows: int) -> Optional[PackedWeight]:
-    """MKL's packed layout of ``weight`` for products with ``rows`` rows, kept on the weight while it
-    does not change; None where that is unavailable (no MKL, not on CPU, or gradients needed) or
-    larger than :data:`MAX_PACKED_RATIO` times the weight."""
+def prepacked(weight: Tensor, rows: int, dtype: torch.dtype = torch.float32) -> Optional[PackedWeight]:
+    """``weight`` in a packed layout for products in ``dtype`` with ``rows`` rows, kept on the weight
+    while it, ``rows`` and ``dtype`` do not change (one packed copy per weight).
+
+    float32: MKL's layout (needs MKL); None when it is larger than :data:`MAX_PACKED_RATIO` times the
+    weight. bfloat16: oneDNN's layout of the weight cast to bfloat16 (about the bfloat16 weight's
+    size; needs oneDNN with bfloat16 support). None also off the CPU and when gradients are needed.
+    """
     if weight.device.type != "cpu" or (torch.is_grad_enabled() and weight.requires_grad):
         return None
-    key = (rows, weight._version, weight.data_ptr())
+    key = (dtype, rows, weight._version, weight.data_ptr())
     kept = getattr(weight, "_packed_copy", None)
     if kept is None or kept[0] != key:
-        packed = torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), rows)
-        small_enough = packed.numel() <= MAX_PACKED_RATIO * weight.numel()
-        kept = (key, PackedWeight(rows, packed, weight.detach()) if small_enough else None)
+        kept = (key, _pack(weight.detach(), rows, dtype))
         weight._packed_copy = kept
     return kept[1]
+
+
+def _pack(weight: Tensor, rows: int, dtype: torch.dtype) -> Optional[PackedWeight]:
+    if dtype == torch.float32:
+        packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
+        return PackedWeight(rows, packed, weight) if packed.numel() <= MAX_PACKED_RATIO * weight.numel() else None
+    if dtype == torch.bfloat16 and onednn_packing_available():
+        return PackedWeight(rows, torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype), rows), weight)
+    return None
 
 
 def drop_packed(weight: Tensor) -> None:
@@ -118,12 +145,18 @@ def drop_packed(weight: Tensor) -> None:
 def step_product(a: Tensor, w: Tensor, bias: Optional[Tensor], pack: Optional[PackedWeight], kernels: str) -> Tensor:
     """``bias + a @ w`` (no bias when None) as float32, ``w`` being a weight transposed (possibly cast).
 
-    With MKL's ``pack`` of that weight, a step with at least half the rows it was packed for is
-    padded with zero rows to that count (the packed product of all rows is faster than a plain one
+    With MKL's float32 ``pack`` of that weight, a step with at least half the rows it was packed for
+    is padded with zero rows to that count (the packed product of all rows is faster than a plain one
     of the active rows alone; rows of a product do not mix, so the padding changes no result) and
-    the active rows are returned; smaller steps take the plain product of ``kernels``.
+    the active rows are returned; smaller steps take the plain product of ``kernels``. With oneDNN's
+    bfloat16 ``pack`` every step is one packed bfloat16 product (the same sums as torch's plain one),
+    its bfloat16 result made float32 before the bias is added, as in :func:`product`.
     """
     n = a.shape[0]
+    if pack is not None and pack.packed.dtype == torch.bfloat16:
+        return _as_float32(
+            torch.ops.mkldnn._linear_pointwise(a.to(torch.bfloat16), pack.packed, None, "none", [], ""), bias
+        )
     if pack is None or 2 * n < pack.rows:
         return product(a, w, bias, kernels)
     if n < pack.rows:
@@ -139,9 +172,14 @@ def product(a: Tensor, w: Tensor, bias: Optional[Tensor], kernels: str) -> Tenso
     if kernels == "openblas" and _openblas_can(a, w):
         return _openblas_product(a, w, bias)
     if w.dtype != torch.float32:
-        out = torch.mm(a.to(w.dtype), w).float()
-        return out if bias is None else out.add_(bias)
+        return _as_float32(torch.mm(a.to(w.dtype), w), bias)
     return torch.mm(a, w) if bias is None else torch.addmm(bias, a, w)
+
+
+def _as_float32(out: Tensor, bias: Optional[Tensor]) -> Tensor:
+    """A low-precision product ``out`` made float32, plus the float32 ``bias`` (no bias when None)."""
+    out = out.float()
+    return out if bias is None else out.add_(bias)
 
 
 def _openblas_can(a: Tensor, w: Tensor) -> bool:

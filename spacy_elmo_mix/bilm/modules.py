@@ -118,15 +118,18 @@ class LSTMLayer(nn.Module):
         """Packed input ``[n_rows, input_dim]`` -> packed output ``[n_rows, projection_dim]``."""
         dim, low = self.dim, self.compute_dtype
         w_in, w_rec, w_proj = (_cast(w, low).t() for w in (self.w_input, self.w_recurrent, self.w_projection))
-        # Same summation order as AllenNLP: (x W_in) + (h W_rec + b), with the +1 folded into b.
-        projected = product(x, w_in, None, self.kernels)
+        # Same summation order as AllenNLP: (x W_in) + (h W_rec + b), with the +1 folded into b. A
+        # bfloat16 input product stays bfloat16 (its rounded sums are what float32 would hold) and
+        # each step adds its rows: one conversion of all rows cost as much as the product.
+        projected = product(x, w_in, None, self.kernels) if low == torch.float32 else x.to(low) @ w_in
         bias = self.bias + self.forget_bias
         h = x.new_zeros(batch_sizes[0], w_proj.shape[1])
         c = x.new_zeros(batch_sizes[0], dim)
         outputs = []
-        packed = self.kernels == "mkl-packed" and low == torch.float32
-        rec = prepacked(self.w_recurrent, batch_sizes[0]) if packed else None
-        proj = prepacked(self.w_projection, batch_sizes[0]) if packed else None
+        # Packed weights: MKL's for float32 on the mkl-packed set, oneDNN's for bfloat16 (kernels.py).
+        packed = self.kernels == "mkl-packed" or low != torch.float32
+        rec = prepacked(self.w_recurrent, batch_sizes[0], low) if packed else None
+        proj = prepacked(self.w_projection, batch_sizes[0], low) if packed else None
         # split, not a slice per step: a slice's backward fills a zero tensor of all rows each step.
         for n, step_input in zip(batch_sizes, projected.split(batch_sizes)):
             gates = step_product(h[:n], w_rec, bias, rec, self.kernels).add_(step_input)
