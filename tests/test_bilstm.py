@@ -3,8 +3,6 @@ packed bidirectional LSTM, variational dropout, padding and empty rows."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -231,13 +229,3 @@ def test_grouped_stack_equals_the_packed_lstm_in_float64():
     x, lengths = _batch(torch.float64, 6, seed=1, sizes=CONLL_LENGTHS)
     assert len(length_groups(sorted(CONLL_LENGTHS))) > 1
     torch.testing.assert_close(stack(x, lengths), packed_reference(stack, x, lengths), rtol=1e-12, atol=1e-12)
-
-
-def test_the_onednn_cache_bound_is_set_once_and_a_users_value_wins(monkeypatch):
-    from spacy_elmo_mix.tagging import bilstm
-
-    monkeypatch.delenv(bilstm.ONEDNN_CACHE_ENV, raising=False)
-    assert bilstm.bound_onednn_cache() == str(bilstm.ONEDNN_CACHE_PRIMITIVES)
-    assert os.environ[bilstm.ONEDNN_CACHE_ENV] == str(bilstm.ONEDNN_CACHE_PRIMITIVES)
-    monkeypatch.setenv(bilstm.ONEDNN_CACHE_ENV, "1024")
-    assert bilstm.bound_onednn_cache() == "1024" == os.environ[bilstm.ONEDNN_CACHE_ENV]

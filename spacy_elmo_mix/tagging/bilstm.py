@@ -14,26 +14,11 @@ Masks scale kept units by ``1 / (1 - p)``; in ``eval()`` mode nothing is dropped
 
 from __future__ import annotations
 
-import os
 from typing import Dict, List, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor, nn
-
-# oneDNN keeps a compiled primitive, with its buffers, for every LSTM shape it has run (up to 1024
-# by default). The BiLSTM meets hundreds of (length, batch) shapes in training and evaluation, and
-# the kept primitives grew a CoNLL-2003 training process past 12 GB; making one costs little next
-# to running it.
-ONEDNN_CACHE_ENV = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
-ONEDNN_CACHE_PRIMITIVES = 64
-
-
-def bound_onednn_cache() -> str:
-    """Keep at most :data:`ONEDNN_CACHE_PRIMITIVES` oneDNN primitives in this process, unless
-    ``$ONEDNN_PRIMITIVE_CACHE_CAPACITY`` is set already; returns the capacity in force. oneDNN reads
-    the variable when it makes its first primitive: call this before the process runs any model."""
-    return os.environ.setdefault(ONEDNN_CACHE_ENV, str(ONEDNN_CACHE_PRIMITIVES))
 
 
 def _check_rate(name: str, value: float) -> float:

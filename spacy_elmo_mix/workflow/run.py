@@ -26,7 +26,6 @@ from typing import Dict, Optional, Union
 from ..atomic import write_text_atomic
 from ..errors import ElmoFileError, ElmoInputError
 from ..layers.scalar_mix import PAPER_SCHEMES
-from ..tagging.bilstm import bound_onednn_cache
 from .convert import load_datasets
 from .environment import run_environment
 from .identity import COMMAND_ENV, make_identity
@@ -142,7 +141,6 @@ def run_one(
     from spacy.cli.train import train
     from spacy.training import Corpus
 
-    bound_onednn_cache()  # before any model runs in this process
     task = task_for(dataset, task, architecture)
     check_scheme(scheme)
     output = Path(output)
