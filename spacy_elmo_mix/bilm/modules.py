@@ -144,6 +144,9 @@ class LSTMLayer(nn.Module):
         return torch.cat(outputs)
 
 
+_CAST_ATTR = "_low_precision_copy"  # where _cast keeps a weight's cast copy
+
+
 def _cast(weight: Tensor, dtype: torch.dtype) -> Tensor:
     """``weight`` in ``dtype``. Without gradients the cast is kept on the weight and reused until the
     weight changes (version counter or storage), so inference does not cast every weight per call."""
@@ -152,10 +155,10 @@ def _cast(weight: Tensor, dtype: torch.dtype) -> Tensor:
     if torch.is_grad_enabled() and weight.requires_grad:
         return weight.to(dtype)
     key = (dtype, weight._version, weight.data_ptr())
-    kept = getattr(weight, "_low_precision_copy", None)
+    kept = getattr(weight, _CAST_ATTR, None)
     if kept is None or kept[0] != key:
         kept = (key, weight.detach().to(dtype))
-        weight._low_precision_copy = kept
+        setattr(weight, _CAST_ATTR, kept)
     return kept[1]
 
 
@@ -322,6 +325,19 @@ class BiLM(nn.Module):
                     drop_packed(layer.w_recurrent)
                     drop_packed(layer.w_projection)
         return self
+
+    def weights_changed(self) -> None:
+        """Forget what is kept per weight (packed and bfloat16 copies) and the token cache's vectors.
+
+        Call it after changing weights where torch does not see it, e.g. through a numpy view
+        (``layers.torch_shim.TorchShim`` does after each optimizer step); a change made by a torch
+        in-place op moves the weight's version counter, which the kept copies check anyway.
+        """
+        for weight in self.parameters():
+            drop_packed(weight)
+            weight.__dict__.pop(_CAST_ATTR, None)
+        if self.token_cache is not None:
+            self.token_cache.clear()
 
     @property
     def kernels(self) -> str:

@@ -74,7 +74,8 @@ def BiLMModel(
 ) -> Model[List[Doc], List[Floats3d]]:
     """Build the (not yet loaded) biLM model; see the module docstring for the attrs."""
     import torch
-    from thinc.api import PyTorchShim
+
+    from .torch_shim import TorchShim
 
     if (options_file is None) != (weight_file is None):
         raise ElmoConfigError("give both options_file and weight_file, or neither (the embedded default model)")
@@ -84,7 +85,7 @@ def BiLMModel(
     for name, value in (("batch_size", batch_size), ("max_length", max_length)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ElmoConfigError(f"{name} must be a positive integer, got {value!r}")
-    shim = PyTorchShim(torch.nn.Module(), serialize_model=_serialize_bilm, deserialize_model=_deserialize_bilm)
+    shim = TorchShim(torch.nn.Module(), serialize_model=_serialize_bilm, deserialize_model=_deserialize_bilm)
     return Model(
         "elmo_bilm",
         bilm_forward,

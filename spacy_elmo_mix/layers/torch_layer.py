@@ -2,7 +2,7 @@
 
 thinc's ``PyTorchWrapper`` needs the torch module at construction, but the sizes of a tagger's
 layers are known only at ``initialize`` (the width of ELMo's layers, the number of tags). A
-``TorchLayer`` builds its module (and its ``PyTorchShim``) as soon as every dim is set: in
+``TorchLayer`` builds its module (and its shim, a ``TorchShim``) as soon as every dim is set: in
 ``initialize``, or when ``from_bytes``/``from_disk`` restores the dims of a saved pipeline, which thinc
 does for each layer before it loads the layer's shims, so a saved pipeline loads into a fresh one.
 """
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Optional
 
-from thinc.api import Model, PyTorchShim
+from thinc.api import Model
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
+
+from .torch_shim import TorchShim
 
 
 class TorchLayer(Model):
@@ -45,7 +47,7 @@ class TorchLayer(Model):
 
     def _build_if_ready(self) -> None:
         if not self.shims and all(self.has_dim(dim) is True for dim in self.dim_names):
-            self.shims.append(PyTorchShim(self._build(self)))
+            self.shims.append(TorchShim(self._build(self)))
 
 
 def torch_module(layer: Model):
