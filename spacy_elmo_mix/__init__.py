@@ -16,7 +16,7 @@ import os
 
 from .about import __version__
 
-ONEDNN_PRIMITIVES = 64
+ONEDNN_PRIMITIVES = 128
 os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_PRIMITIVES))
 
 __all__ = ["ElmoEmbedder", "__version__"]
