@@ -217,11 +217,33 @@ def test_projected_cost_from_finished_runs_and_unknown_data_sets(tmp_path):
     finished = [Job("wnut16", "weighted", 1), Job("wnut16", "weighted", 2)]
     todo = [Job("wnut16", "layer1", n) for n in range(1, 7)] + [Job("conll2003", "layer1", 1)]
     text = projected_cost(todo, finished, tmp_path, workers=2)
-    assert "wnut16: 6 runs x 2.5 min (mean training time of 2 finished)" in text
+    assert "wnut16: 6 runs x 2.5 min (mean training time of 2 finished on other CPUs)" in text
     # 6 runs x 150 s / 2 workers = 450 s
     assert "projected: 0.1 h of wall time plus the runs of conll2003 (unknown until one finishes" in text
     alone = projected_cost([Job("conll2003", "layer1", 1)], [], tmp_path, workers=2)
     assert alone.splitlines()[-1].startswith("projected: the runs of conll2003 (unknown") and "0.0 h" not in alone
+
+
+def test_projected_cost_prefers_runs_on_this_cpu(tmp_path):
+    """Runs recorded on this machine's CPU set the projection; those of other CPUs (or none recorded)
+    are used only when no run ran here."""
+    from spacy_elmo_mix.workflow.environment import cpu_environment
+    from spacy_elmo_mix.workflow.grid import Job, projected_cost
+
+    other = {"cpu": "AuthenticAMD AMD EPYC", "cpu_flags": ["avx2"]}
+    if cpu_environment() == other:
+        other = {"cpu": "GenuineIntel Intel(R) Xeon(R) Processor", "cpu_flags": ["avx2", "avx512f"]}
+    runs = {1: (600.0, cpu_environment()), 2: (3000.0, other), 3: (3000.0, None)}
+    for seed, (seconds, environment) in runs.items():
+        run_dir = Job("conll2003", "layer1", seed).run_dir(tmp_path)
+        run_dir.mkdir(parents=True)
+        (run_dir / "metrics.json").write_text(json.dumps({"train_seconds": seconds, "environment": environment}))
+    todo = [Job("conll2003", "layer2", n) for n in range(1, 5)]
+    text = projected_cost(todo, [Job("conll2003", "layer1", n) for n in runs], tmp_path, workers=2)
+    assert "conll2003: 4 runs x 10.0 min (mean training time of 1 finished on this CPU)" in text
+    assert "projected: 0.3 h of wall time" in text  # 4 x 600 s / 2 workers
+    elsewhere = projected_cost(todo, [Job("conll2003", "layer1", n) for n in (2, 3)], tmp_path, workers=2)
+    assert "4 runs x 50.0 min (mean training time of 2 finished on other CPUs)" in elsewhere
 
 
 def test_running_jobs_are_shown_with_their_epoch(tmp_path):

@@ -43,15 +43,23 @@ def git_checkout(directory: Path = PACKAGE_DIR, timeout: float = 10.0) -> Option
     return commit + ("+dirty" if changes else "") if commit else None
 
 
+def cpu_environment() -> Dict[str, object]:
+    """This machine's CPU as a run records it: ``cpu`` (vendor and model) and ``cpu_flags`` (those
+    of :data:`KERNEL_FLAGS` it has)."""
+    flags = cpu_flags()
+    return {
+        "cpu": " ".join(part for part in (cpu_vendor(), cpu_model()) if part),
+        "cpu_flags": [flag for flag in KERNEL_FLAGS if flag in flags],
+    }
+
+
 def run_environment() -> Dict[str, object]:
     """The package version and checkout, spaCy's and torch's versions, the CPU and torch's threads."""
-    flags = cpu_flags()
     return {
         "spacy_elmo_mix": __version__,
         "git_commit": git_checkout(),
         "spacy": spacy.__version__,
         "torch": torch.__version__,
-        "cpu": " ".join(part for part in (cpu_vendor(), cpu_model()) if part),
-        "cpu_flags": [flag for flag in KERNEL_FLAGS if flag in flags],
+        **cpu_environment(),
         "torch_threads": torch.get_num_threads(),
     }

@@ -52,6 +52,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Un
 
 from ..atomic import atomic_write, write_text_atomic
 from ..errors import ElmoInputError
+from .environment import cpu_environment
 from .identity import COMMAND_ENV, stale_reason
 from .protocol import TRAIN_LOG
 
@@ -400,29 +401,34 @@ def free_cores() -> int:
 
 def projected_cost(todo: Sequence[Job], finished: Sequence[Job], results_dir: Path, workers: int) -> str:
     """What the jobs to do will cost, projected from the training time of the finished runs of the
-    same data set (``train_seconds`` in their metrics.json; one line per data set, then the total)."""
-    seconds: Dict[str, List[float]] = {}
+    same data set (``train_seconds`` in their metrics.json; one line per data set, then the total).
+    Runs recorded on this machine's CPU (``environment`` in metrics.json) are used when there are
+    any, since an epoch's cost differs between CPUs by up to 2.4x; otherwise all finished runs."""
+    here = cpu_environment()
+    seconds: Dict[str, Tuple[List[float], List[float]]] = {}
     for job in finished:
         try:
-            value = json.loads((job.run_dir(results_dir) / "metrics.json").read_text(encoding="utf-8")).get(
-                "train_seconds"
-            )
+            metrics = json.loads((job.run_dir(results_dir) / "metrics.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
+        value, environment = metrics.get("train_seconds"), metrics.get("environment")
         if isinstance(value, (int, float)):
-            seconds.setdefault(job.dataset, []).append(float(value))
+            same_cpu = isinstance(environment, dict) and all(environment.get(k) == v for k, v in here.items())
+            seconds.setdefault(job.dataset, ([], []))[0 if same_cpu else 1].append(float(value))
     lines, total, unknown = [f"{len(todo)} runs to do, {len(finished)} up to date, {workers} workers"], 0.0, []
     for dataset in sorted({job.dataset for job in todo}):
         count = sum(job.dataset == dataset for job in todo)
-        measured = seconds.get(dataset)
+        this_cpu, other_cpus = seconds.get(dataset, ([], []))
+        measured = this_cpu or other_cpus
         if not measured:
             unknown.append(dataset)
             lines.append(f"  {dataset}: {count} runs; no finished run to project from")
             continue
         mean = sum(measured) / len(measured)
         total += count * mean
+        where = "on this CPU" if this_cpu else "on other CPUs"
         lines.append(
-            f"  {dataset}: {count} runs x {mean / 60:.1f} min (mean training time of {len(measured)} finished)"
+            f"  {dataset}: {count} runs x {mean / 60:.1f} min (mean training time of {len(measured)} finished {where})"
         )
     unmeasured = (
         f"the runs of {', '.join(unknown)} (unknown until one finishes; bench/protocol_cost.py measures an epoch)"
