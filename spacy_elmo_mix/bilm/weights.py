@@ -24,7 +24,6 @@ from ..atomic import atomic_write
 from ..errors import ElmoFileError
 from .modules import BiLM
 
-N_CHAR_ROWS = 261
 # The largest |weight| a file may hold: about 3000x the largest value of the trained biLMs at hand
 # (the bilm-tf fixture, the random reference model and the embedded default model peak at 2.0, 3.5
 # and 2.1). Trained weights stay O(1): a gate or cell pre-activation of 100 already saturates its

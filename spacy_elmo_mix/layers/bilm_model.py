@@ -37,7 +37,6 @@ from thinc.types import Floats3d
 from ..errors import ElmoConfigError, ElmoFileError
 from ..segmentation import doc_segments
 
-PLACEHOLDER = "placeholder"
 COMPUTE_DTYPES = ("float32", "bfloat16", "auto")
 
 
