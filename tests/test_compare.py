@@ -65,7 +65,26 @@ def test_fewer_than_two_seeds_is_not_tested(tmp_path):
     text = compare(tmp_path, seeds=[1, 2, 3, 4, 5]).outputs["table"].read_text()
     assert row_cells(text, "wnut16") == ["50.00 ± n/a (n=1)", "**90.00 ± 0.16** (n=5)"]
     assert "wnut16/layer2: not tested for significance" in text
-    assert "missing wnut16/layer2, seeds 2, 3, 4, 5: not run (no run folder)" in text
+    assert "missing wnut16/layer2, seeds 2-5: not run (no run folder)" in text
+
+
+def test_notes_name_each_reason_once_with_its_schemes_and_seed_ranges(tmp_path):
+    """A grid in progress gives one note per data set, reason and set of seeds (schemes in the paper's
+    order, consecutive seeds as ranges), not one per cell; schemes with the same configs share one."""
+    for scheme in ("layer1", "average"):
+        write_cell(tmp_path, "conll2003", scheme, [0.8])
+    for scheme in ("weighted", "concat"):
+        write_cell(tmp_path, "conll2003", scheme, [0.9, 0.91])
+    write_cell(tmp_path, "conll2003", "layer2", [0.8, 0.81, 0.82, 0.83])
+    (tmp_path / "runs/conll2003/layer2/seed3/metrics.json").unlink()
+    text = compare(tmp_path, seeds=[1, 2, 3, 4, 6, 7]).outputs["table"].read_text()
+    notes = text.split("Notes:")[1]
+    assert "conll2003/{layer1, average}: not tested for significance" in notes
+    assert "missing conll2003/{layer1, average}, seeds 2-4, 6, 7: not run (no run folder)" in notes
+    assert "missing conll2003/{concat, weighted}, seeds 3, 4, 6, 7: not run (no run folder)" in notes
+    assert "missing conll2003/layer2, seed 3: no metrics.json" in notes
+    assert "missing conll2003/layer2, seeds 6, 7: not run (no run folder)" in notes
+    assert notes.count("missing") == 4
 
 
 def test_tied_best_are_all_bold(tmp_path):

@@ -495,21 +495,46 @@ def _scheme_title(scheme: str) -> str:
 
 
 def _missing_notes(missing: Dict[RunKey, str], what: str = "missing") -> List[str]:
-    """One line per (dataset, scheme, reason) listing the seeds concerned, each starting ``what``."""
-    grouped: Dict[Tuple[str, str, str], List[int]] = defaultdict(list)
+    """One line per data set, reason and set of seeds, naming the schemes concerned, each line
+    starting ``what``: ``missing conll2003/{average, weighted}, seeds 2-10: not run (no run folder)``."""
+    seeds: Dict[Tuple[str, str, str], List[int]] = defaultdict(list)
     for (dataset, scheme, seed), reason in sorted(missing.items()):
-        grouped[dataset, scheme, reason].append(seed)
+        seeds[dataset, scheme, reason].append(seed)
+    schemes: Dict[Tuple[str, str, Tuple[int, ...]], List[str]] = defaultdict(list)
+    for (dataset, scheme, reason), numbers in seeds.items():
+        schemes[dataset, reason, tuple(numbers)].append(scheme)
     return [
-        f"{what} {d}/{s}, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}: {reason}"
-        for (d, s, reason), seeds in grouped.items()
+        f"{what} {_cells(d, names)}, seed{'s' if len(numbers) > 1 else ''} {_seed_ranges(numbers)}: {reason}"
+        for (d, reason, numbers), names in schemes.items()
     ]
+
+
+def _cells(dataset: str, schemes: Iterable[str]) -> str:
+    """``dataset/scheme``, or ``dataset/{a, b}`` for several schemes (in the paper's order)."""
+    names = scheme_order(schemes)
+    return f"{dataset}/{names[0]}" if len(names) == 1 else f"{dataset}/{{{', '.join(names)}}}"
+
+
+def _seed_ranges(seeds: Sequence[int]) -> str:
+    """Sorted seeds with runs of three or more consecutive ones as ranges: ``1, 2, 4-10``."""
+    groups: List[List[int]] = []
+    for seed in sorted(seeds):
+        if groups and seed == groups[-1][-1] + 1:
+            groups[-1].append(seed)
+        else:
+            groups.append([seed])
+    return ", ".join(f"{group[0]}-{group[-1]}" if len(group) > 2 else ", ".join(map(str, group)) for group in groups)
 
 
 def table_notes(table: Table, results: Results) -> List[str]:
     """The footnotes: untested comparisons, mixed metrics, missing runs and other problems."""
+    untested: Dict[str, List[str]] = defaultdict(list)
+    for dataset, scheme in table.untested:
+        untested[dataset].append(scheme)
     notes = [
-        f"{d}/{s}: not tested for significance (fewer than 2 seeds here or in the row's best, or no variance)"
-        for d, s in table.untested
+        f"{_cells(d, names)}: not tested for significance (fewer than 2 seeds here or in the row's best, "
+        "or no variance)"
+        for d, names in untested.items()
     ]
     notes += [f"{d}: runs report different metrics: {', '.join(m)}" for d, m in table.metrics.items() if len(m) > 1]
     excluded = _missing_notes(results.excluded, "not averaged in:")
@@ -524,7 +549,10 @@ def _config_notes(results: Results) -> List[str]:
             configs.setdefault(run.scheme, set()).add(run.config)
     if not configs:
         return []
-    return ["training configs: " + "; ".join(f"`{s}`: {', '.join(sorted(configs[s]))}" for s in scheme_order(configs))]
+    shared: Dict[str, List[str]] = defaultdict(list)  # schemes with the same configs share a clause
+    for scheme in scheme_order(configs):
+        shared[", ".join(sorted(configs[scheme]))].append(f"`{scheme}`")
+    return ["training configs: " + "; ".join(f"{', '.join(names)}: {files}" for files, names in shared.items())]
 
 
 def _paper_cells(table: Table, dataset: str) -> Optional[List[str]]:
