@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from spacy_elmo_mix.__main__ import main as cli
 from spacy_elmo_mix.workflow.compare import compare
 from spacy_elmo_mix.workflow.grid import run_grid
-from spacy_elmo_mix.workflow.identity import COMMAND_ENV, file_sha256, make_identity, stale_reason
+from spacy_elmo_mix.workflow.identity import COMMAND_ENV, PACKAGE_DIR, file_sha256, make_identity, stale_reason
 from spacy_elmo_mix.workflow.protocol import Protocol
 
 # A job that records an identity naming one input file (argv[5]) and the command the grid passed.
@@ -49,6 +51,34 @@ def test_grid_reruns_exactly_the_runs_whose_identity_changed(tmp_path):
     again = grid(results, data, 20)
     assert again.count("ok") == 2 and all("train.spacy changed" in r.rerun for r in again.results)
     assert "2 reran because their earlier result was out of date" in again.format()
+
+
+def test_a_clone_in_another_folder_keeps_the_committed_runs(tmp_path, monkeypatch):
+    """Identities name the project's files relative to it, the package's files relative to the
+    package, and the interpreter as ``python``: the same project in another folder (a clone on
+    another machine) skips its committed runs and tabulates them; a changed file there still counts."""
+    project = tmp_path / "here"
+    (project / "corpus").mkdir(parents=True)
+    (project / "corpus/train.spacy").write_bytes(b"corpus v1")
+    monkeypatch.chdir(project)
+    assert grid(Path("results"), "corpus/train.spacy", 10).count("ok") == 2
+    recorded = json.loads(Path("results/runs/d/s1/seed1/metrics.json").read_text())["identity"]
+    assert recorded["command"].startswith("python -c ") and sys.executable not in recorded["command"]
+    assert list(recorded["files"]) == ["corpus/train.spacy"]
+    shutil.copytree(project, tmp_path / "clone")
+    monkeypatch.chdir(tmp_path / "clone")
+    assert grid(Path("results"), "corpus/train.spacy", 10).count("skipped") == 2
+    assert [run.scheme for run in compare("results").results.runs] == ["s1", "s2"]
+    time.sleep(0.01)
+    Path("corpus/train.spacy").write_bytes(b"corpus v2")
+    assert {r.rerun for r in grid(Path("results"), "corpus/train.spacy", 10).results} == {"corpus/train.spacy changed"}
+
+
+def test_package_files_are_named_relative_to_the_package():
+    config = PACKAGE_DIR / "configs/crf_ner.cfg"
+    identity = make_identity(None, {}, [config], 1)
+    assert identity["files"] == {"<spacy_elmo_mix>/configs/crf_ner.cfg": file_sha256(config)}
+    assert stale_reason(identity) is None
 
 
 def test_a_failed_rerun_leaves_no_stale_metrics(tmp_path):

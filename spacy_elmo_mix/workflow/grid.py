@@ -210,11 +210,15 @@ def _judge(job: Job, run_dir: Path, code: int, seconds: float) -> JobResult:
 
 
 def identity_command(job: Job, make_command: MakeCommand) -> str:
-    """The job's command line with ``{output}`` left as a placeholder: what its identity records."""
+    """The job's command line with ``{output}`` left as a placeholder, and ``python`` for the current
+    interpreter (which names a machine's folders, not a setting): what its identity records."""
     try:
-        return shlex.join(make_command(job.dataset, job.scheme, job.seed, "{output}"))
+        args = list(make_command(job.dataset, job.scheme, job.seed, "{output}"))
     except Exception as exc:  # a broken template fails the job when it runs; no identity to match
         return f"<no command: {exc!r}>"
+    if args and args[0] == sys.executable:
+        args[0] = "python"
+    return shlex.join(args)
 
 
 def _read_identity(metrics: Path) -> Tuple[Optional[dict], object]:
@@ -226,13 +230,14 @@ def _read_identity(metrics: Path) -> Tuple[Optional[dict], object]:
     return (data, data.get("identity")) if isinstance(data, dict) else (None, None)
 
 
-def _check_done(job: Job, make_command: MakeCommand, results_dir: Path) -> Tuple[bool, str]:
-    """(whether the job's result is current, why it is not); an out-of-date metrics.json is moved to
-    ``metrics.stale.json`` (kept for reference, never read as a result)."""
+def _check_done(job: Job, make_command: MakeCommand, results_dir: Path, cwd: Optional[PathLike]) -> Tuple[bool, str]:
+    """(whether the job's result is current, why it is not; cwd: the folder local jobs work in); an
+    out-of-date metrics.json is moved to ``metrics.stale.json`` (kept for reference, never read as a
+    result)."""
     metrics = job.run_dir(results_dir) / "metrics.json"
     if not metrics.exists():
         return False, ""
-    reason = stale_reason(_read_identity(metrics)[1], identity_command(job, make_command))
+    reason = stale_reason(_read_identity(metrics)[1], identity_command(job, make_command), cwd)
     if reason is None:
         return True, ""
     metrics.replace(metrics.with_name(STALE_METRICS))
@@ -486,7 +491,7 @@ def run_grid(
     jobs = grid_jobs(datasets, schemes, seeds)
     done, reruns = {}, {}
     for job in jobs:
-        current, reruns[job] = _check_done(job, make_command, results_dir)
+        current, reruns[job] = _check_done(job, make_command, results_dir, cwd if backend == "local" else None)
         if current:
             done[job] = JobResult(job, "skipped")
     todo = [job for job in jobs if job not in done]
