@@ -207,43 +207,59 @@ def test_failed_jobs_are_named_on_stderr(tmp_path, capsys):
     assert code == 1 and err.count("\n") == 1 and "conll2003" in err and "layer9" in err
 
 
-def test_projected_cost_from_finished_runs_and_unknown_data_sets(tmp_path):
-    from spacy_elmo_mix.workflow.grid import Job, projected_cost
+TEMPLATE = "python -m spacy_elmo_mix run --dataset {dataset} --scheme {scheme} --seed {seed} --output {output}"
 
-    for seed, seconds in ((1, 100.0), (2, 200.0)):
-        run_dir = Job("wnut16", "weighted", seed).run_dir(tmp_path)
-        run_dir.mkdir(parents=True)
-        (run_dir / "metrics.json").write_text(json.dumps({"train_seconds": seconds}))
-    finished = [Job("wnut16", "weighted", 1), Job("wnut16", "weighted", 2)]
-    todo = [Job("wnut16", "layer1", n) for n in range(1, 7)] + [Job("conll2003", "layer1", 1)]
-    text = projected_cost(todo, finished, tmp_path, workers=2)
-    assert "wnut16: 6 runs x 2.5 min (mean training time of 2 finished on other CPUs)" in text
-    # 6 runs x 150 s / 2 workers = 450 s
+
+def finished_run(results, job, seconds, environment=None, command=TEMPLATE):
+    """A finished run's metrics.json, recorded with the command ``command`` gives the job."""
+    from spacy_elmo_mix.workflow.grid import CommandTemplate, identity_command
+
+    job.run_dir(results).mkdir(parents=True)
+    identity = {"command": identity_command(job, CommandTemplate(command)), "files": {}, "seed": job.seed}
+    record = {"train_seconds": seconds, "environment": environment, "identity": identity}
+    (job.run_dir(results) / "metrics.json").write_text(json.dumps(record))
+
+
+def test_projected_cost_from_each_cells_finished_runs(tmp_path):
+    """Each job is projected from its own cell's finished runs at any seed (a grid extended to new
+    seeds knows its cost), a scheme with none from its data set's mean; runs of another protocol
+    (another command) and data sets with no finished run are left out and said so."""
+    from spacy_elmo_mix.workflow.grid import CommandTemplate, Job, projected_cost
+
+    for seed, scheme, seconds in ((1, "weighted", 100.0), (2, "weighted", 200.0), (1, "baseline", 30.0)):
+        finished_run(tmp_path, Job("wnut16", scheme, seed), seconds)
+    finished_run(tmp_path, Job("wnut16", "layer1", 1), 9000.0, command=TEMPLATE + " --max-steps 10")
+    todo = [Job("wnut16", s, n) for s in ("weighted", "baseline", "layer1") for n in (3, 4)]
+    todo.append(Job("conll2003", "layer1", 1))
+    text = projected_cost(todo, 3, tmp_path, CommandTemplate(TEMPLATE), workers=2)
+    # 2 x 150 s + 2 x 30 s + 2 x the mean of all three (110 s) = 580 s over 6 runs, 2 workers
+    assert text.splitlines()[0] == "7 runs to do, 3 up to date, 2 workers"
+    assert "wnut16: 6 runs x 1.6 min on average (each scheme's mean training time over 3 finished runs" in text
+    assert "on other CPUs; layer1 with none: the data set's mean)" in text
+    assert "conll2003: 1 runs; no finished run to project from" in text
     assert "projected: 0.1 h of wall time plus the runs of conll2003 (unknown until one finishes" in text
-    alone = projected_cost([Job("conll2003", "layer1", 1)], [], tmp_path, workers=2)
+    alone = projected_cost([Job("conll2003", "layer1", 1)], 0, tmp_path, CommandTemplate(TEMPLATE), workers=2)
     assert alone.splitlines()[-1].startswith("projected: the runs of conll2003 (unknown") and "0.0 h" not in alone
 
 
 def test_projected_cost_prefers_runs_on_this_cpu(tmp_path):
     """Runs recorded on this machine's CPU set the projection; those of other CPUs (or none recorded)
-    are used only when no run ran here."""
+    are used only when no run of the data set ran here."""
     from spacy_elmo_mix.workflow.environment import cpu_environment
-    from spacy_elmo_mix.workflow.grid import Job, projected_cost
+    from spacy_elmo_mix.workflow.grid import CommandTemplate, Job, projected_cost
 
     other = {"cpu": "AuthenticAMD AMD EPYC", "cpu_flags": ["avx2"]}
     if cpu_environment() == other:
         other = {"cpu": "GenuineIntel Intel(R) Xeon(R) Processor", "cpu_flags": ["avx2", "avx512f"]}
-    runs = {1: (600.0, cpu_environment()), 2: (3000.0, other), 3: (3000.0, None)}
-    for seed, (seconds, environment) in runs.items():
-        run_dir = Job("conll2003", "layer1", seed).run_dir(tmp_path)
-        run_dir.mkdir(parents=True)
-        (run_dir / "metrics.json").write_text(json.dumps({"train_seconds": seconds, "environment": environment}))
+    for seed, seconds, environment in ((1, 600.0, cpu_environment()), (2, 3000.0, other), (3, 3000.0, None)):
+        finished_run(tmp_path, Job("conll2003", "layer1", seed), seconds, environment)
     todo = [Job("conll2003", "layer2", n) for n in range(1, 5)]
-    text = projected_cost(todo, [Job("conll2003", "layer1", n) for n in runs], tmp_path, workers=2)
-    assert "conll2003: 4 runs x 10.0 min (mean training time of 1 finished on this CPU)" in text
-    assert "projected: 0.3 h of wall time" in text  # 4 x 600 s / 2 workers
-    elsewhere = projected_cost(todo, [Job("conll2003", "layer1", n) for n in (2, 3)], tmp_path, workers=2)
-    assert "4 runs x 50.0 min (mean training time of 2 finished on other CPUs)" in elsewhere
+    text = projected_cost(todo, 0, tmp_path, CommandTemplate(TEMPLATE), workers=2)
+    assert "conll2003: 4 runs x 10.0 min on average (each scheme's mean training time over 1 finished" in text
+    assert "on this CPU; layer2 with none" in text and "projected: 0.3 h of wall time" in text  # 4 x 600 s / 2
+    (Job("conll2003", "layer1", 1).run_dir(tmp_path) / "metrics.json").unlink()
+    elsewhere = projected_cost(todo, 0, tmp_path, CommandTemplate(TEMPLATE), workers=2)
+    assert "4 runs x 50.0 min on average (each scheme's mean training time over 2 finished" in elsewhere
 
 
 def test_running_jobs_are_shown_with_their_epoch(tmp_path):

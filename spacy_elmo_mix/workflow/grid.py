@@ -404,37 +404,66 @@ def free_cores() -> int:
         return os.cpu_count() or 1
 
 
-def projected_cost(todo: Sequence[Job], finished: Sequence[Job], results_dir: Path, workers: int) -> str:
-    """What the jobs to do will cost, projected from the training time of the finished runs of the
-    same data set (``train_seconds`` in their metrics.json; one line per data set, then the total).
-    Runs recorded on this machine's CPU (``environment`` in metrics.json) are used when there are
-    any, since an epoch's cost differs between CPUs by up to 2.4x; otherwise all finished runs."""
-    here = cpu_environment()
-    seconds: Dict[str, Tuple[List[float], List[float]]] = {}
-    for job in finished:
-        try:
-            metrics = json.loads((job.run_dir(results_dir) / "metrics.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+def finished_seconds(dataset: str, results_dir: Path, make_command: MakeCommand) -> Dict[str, Dict[bool, List[float]]]:
+    """The training times (``train_seconds``) of the finished runs of ``dataset`` on disk, any scheme
+    and seed, whose recorded command is the one this grid gives that scheme and seed (the same
+    protocol and settings): ``{scheme: {on this machine's CPU: [seconds, ...]}}``."""
+    here, found = cpu_environment(), {}
+    for metrics in sorted((Path(results_dir) / "runs" / dataset).glob("*/seed*/metrics.json")):
+        scheme, seed = metrics.parent.parent.name, metrics.parent.name[len("seed") :]
+        data, identity = _read_identity(metrics)
+        if not seed.isdigit() or data is None or not isinstance(identity, dict):
             continue
-        value, environment = metrics.get("train_seconds"), metrics.get("environment")
-        if isinstance(value, (int, float)):
-            same_cpu = isinstance(environment, dict) and all(environment.get(k) == v for k, v in here.items())
-            seconds.setdefault(job.dataset, ([], []))[0 if same_cpu else 1].append(float(value))
-    lines, total, unknown = [f"{len(todo)} runs to do, {len(finished)} up to date, {workers} workers"], 0.0, []
+        value, environment = data.get("train_seconds"), data.get("environment")
+        if not isinstance(value, (int, float)) or identity.get("command") != identity_command(
+            Job(dataset, scheme, int(seed)), make_command
+        ):
+            continue
+        same_cpu = isinstance(environment, dict) and all(environment.get(k) == v for k, v in here.items())
+        found.setdefault(scheme, {True: [], False: []})[same_cpu].append(float(value))
+    return found
+
+
+def _dataset_projection(
+    dataset: str, todo: Sequence[Job], results_dir: Path, make_command: MakeCommand
+) -> Tuple[Optional[float], str]:
+    """(seconds of training the dataset's jobs in ``todo`` will take, or None; the line that says so)."""
+    jobs = [job for job in todo if job.dataset == dataset]
+    found = finished_seconds(dataset, results_dir, make_command)
+    this_cpu = any(times[True] for times in found.values())
+    cells = {scheme: times[this_cpu] for scheme, times in found.items() if times[this_cpu]}
+    if not cells:
+        return None, f"  {dataset}: {len(jobs)} runs; no finished run to project from"
+    every = [value for values in cells.values() for value in values]
+    fallback = sum(every) / len(every)
+    seconds = sum(sum(cells[job.scheme]) / len(cells[job.scheme]) if job.scheme in cells else fallback for job in jobs)
+    unmeasured = sorted({job.scheme for job in jobs} - set(cells))
+    where = "on this CPU" if this_cpu else "on other CPUs"
+    line = (
+        f"  {dataset}: {len(jobs)} runs x {seconds / len(jobs) / 60:.1f} min on average (each scheme's mean "
+        f"training time over {len(every)} finished runs of this protocol {where}"
+    )
+    if unmeasured:
+        line += f"; {', '.join(unmeasured)} with none: the data set's mean"
+    return seconds, line + ")"
+
+
+def projected_cost(
+    todo: Sequence[Job], up_to_date: int, results_dir: Path, make_command: MakeCommand, workers: int
+) -> str:
+    """What the jobs to do will cost: one line per data set, then the total wall time. Each job is
+    projected from the finished runs of its cell at any seed (:func:`finished_seconds`), a scheme
+    with none from its data set's mean; runs recorded on this machine's CPU (``environment`` in
+    metrics.json) are used when the data set has any, since an epoch's cost differs between CPUs by
+    up to 2.4x, otherwise those of other CPUs."""
+    lines, total, unknown = [f"{len(todo)} runs to do, {up_to_date} up to date, {workers} workers"], 0.0, []
     for dataset in sorted({job.dataset for job in todo}):
-        count = sum(job.dataset == dataset for job in todo)
-        this_cpu, other_cpus = seconds.get(dataset, ([], []))
-        measured = this_cpu or other_cpus
-        if not measured:
+        seconds, line = _dataset_projection(dataset, todo, results_dir, make_command)
+        lines.append(line)
+        if seconds is None:
             unknown.append(dataset)
-            lines.append(f"  {dataset}: {count} runs; no finished run to project from")
-            continue
-        mean = sum(measured) / len(measured)
-        total += count * mean
-        where = "on this CPU" if this_cpu else "on other CPUs"
-        lines.append(
-            f"  {dataset}: {count} runs x {mean / 60:.1f} min (mean training time of {len(measured)} finished {where})"
-        )
+        else:
+            total += seconds
     unmeasured = (
         f"the runs of {', '.join(unknown)} (unknown until one finishes; bench/protocol_cost.py measures an epoch)"
     )
@@ -497,7 +526,7 @@ def run_grid(
     todo = [job for job in jobs if job not in done]
     workers = max_workers or free_cores()
     if progress and todo:
-        print(projected_cost(todo, [job for job in jobs if job in done], results_dir, workers), file=sys.stderr)
+        print(projected_cost(todo, len(done), results_dir, make_command, workers), file=sys.stderr)
     extra = (
         {"address": address, "runtime_env": runtime_env, "connect_timeout": connect_timeout} if backend == "ray" else {}
     )
