@@ -207,10 +207,10 @@ def test_failed_jobs_are_named_on_stderr(tmp_path, capsys):
     assert code == 1 and err.count("\n") == 1 and "conll2003" in err and "layer9" in err
 
 
-TEMPLATE = "python -m spacy_elmo_mix run --dataset {dataset} --scheme {scheme} --seed {seed} --output {output}"
+RUN_TEMPLATE = "python -m spacy_elmo_mix run --dataset {dataset} --scheme {scheme} --seed {seed} --output {output}"
 
 
-def finished_run(results, job, seconds, environment=None, command=TEMPLATE):
+def finished_run(results, job, seconds, environment=None, command=RUN_TEMPLATE):
     """A finished run's metrics.json, recorded with the command ``command`` gives the job."""
     from spacy_elmo_mix.workflow.grid import CommandTemplate, identity_command
 
@@ -228,17 +228,17 @@ def test_projected_cost_from_each_cells_finished_runs(tmp_path):
 
     for seed, scheme, seconds in ((1, "weighted", 100.0), (2, "weighted", 200.0), (1, "baseline", 30.0)):
         finished_run(tmp_path, Job("wnut16", scheme, seed), seconds)
-    finished_run(tmp_path, Job("wnut16", "layer1", 1), 9000.0, command=TEMPLATE + " --max-steps 10")
+    finished_run(tmp_path, Job("wnut16", "layer1", 1), 9000.0, command=RUN_TEMPLATE + " --max-steps 10")
     todo = [Job("wnut16", s, n) for s in ("weighted", "baseline", "layer1") for n in (3, 4)]
     todo.append(Job("conll2003", "layer1", 1))
-    text = projected_cost(todo, 3, tmp_path, CommandTemplate(TEMPLATE), workers=2)
+    text = projected_cost(todo, 3, tmp_path, CommandTemplate(RUN_TEMPLATE), workers=2)
     # 2 x 150 s + 2 x 30 s + 2 x the mean of all three (110 s) = 580 s over 6 runs, 2 workers
     assert text.splitlines()[0] == "7 runs to do, 3 up to date, 2 workers"
     assert "wnut16: 6 runs x 1.6 min on average (each scheme's mean training time over 3 finished runs" in text
     assert "on other CPUs; layer1 with none: the data set's mean)" in text
     assert "conll2003: 1 runs; no finished run to project from" in text
     assert "projected: 0.1 h of wall time plus the runs of conll2003 (unknown until one finishes" in text
-    alone = projected_cost([Job("conll2003", "layer1", 1)], 0, tmp_path, CommandTemplate(TEMPLATE), workers=2)
+    alone = projected_cost([Job("conll2003", "layer1", 1)], 0, tmp_path, CommandTemplate(RUN_TEMPLATE), workers=2)
     assert alone.splitlines()[-1].startswith("projected: the runs of conll2003 (unknown") and "0.0 h" not in alone
 
 
@@ -254,11 +254,11 @@ def test_projected_cost_prefers_runs_on_this_cpu(tmp_path):
     for seed, seconds, environment in ((1, 600.0, cpu_environment()), (2, 3000.0, other), (3, 3000.0, None)):
         finished_run(tmp_path, Job("conll2003", "layer1", seed), seconds, environment)
     todo = [Job("conll2003", "layer2", n) for n in range(1, 5)]
-    text = projected_cost(todo, 0, tmp_path, CommandTemplate(TEMPLATE), workers=2)
+    text = projected_cost(todo, 0, tmp_path, CommandTemplate(RUN_TEMPLATE), workers=2)
     assert "conll2003: 4 runs x 10.0 min on average (each scheme's mean training time over 1 finished" in text
     assert "on this CPU; layer2 with none" in text and "projected: 0.3 h of wall time" in text  # 4 x 600 s / 2
     (Job("conll2003", "layer1", 1).run_dir(tmp_path) / "metrics.json").unlink()
-    elsewhere = projected_cost(todo, 0, tmp_path, CommandTemplate(TEMPLATE), workers=2)
+    elsewhere = projected_cost(todo, 0, tmp_path, CommandTemplate(RUN_TEMPLATE), workers=2)
     assert "4 runs x 50.0 min on average (each scheme's mean training time over 2 finished" in elsewhere
 
 
