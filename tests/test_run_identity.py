@@ -65,6 +65,8 @@ def test_a_clone_in_another_folder_keeps_the_committed_runs(tmp_path, monkeypatc
     recorded = json.loads(Path("results/runs/d/s1/seed1/metrics.json").read_text())["identity"]
     assert recorded["command"].startswith("python -c ") and sys.executable not in recorded["command"]
     assert list(recorded["files"]) == ["corpus/train.spacy"]
+    missing = f"corpus/train.spacy not found ({tmp_path / 'corpus/train.spacy'})"
+    assert stale_reason(recorded, base=tmp_path) == missing  # read from outside the project
     shutil.copytree(project, tmp_path / "clone")
     monkeypatch.chdir(tmp_path / "clone")
     assert grid(Path("results"), "corpus/train.spacy", 10).count("skipped") == 2

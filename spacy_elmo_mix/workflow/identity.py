@@ -92,6 +92,8 @@ def stale_reason(identity: object, command: Optional[str] = None, base: Optional
     if command is not None and identity.get("command") != command:
         return "its command changed"
     for path, digest in identity.get("files", {}).items():
-        if file_sha256(local_path(path, base)) != digest:
-            return f"{path} changed"
+        local = local_path(path, base)
+        now = file_sha256(local)
+        if now != digest:
+            return f"{path} changed" if now is not None else f"{path} not found ({local.absolute()})"
     return None
