@@ -23,7 +23,7 @@ demo: setup
 # The numerical tests run a second time on the AVX2 kernels (torch, oneDNN, MKL), so a machine with
 # AVX-512 also catches what an AVX2-only CPU computes (other summation orders, other last bits).
 # They also run once on each other kernel set the machine has (spacy_elmo_mix/bilm/kernels.py: MKL
-# packed, torch's plain products, numpy's OpenBLAS), so every set meets the same bounds.
+# or oneDNN packed, torch's plain products, numpy's OpenBLAS), so every set meets the same bounds.
 NUMERIC_TESTS := tests/test_bilm_reference.py tests/test_bilm_batching.py tests/test_bilm_bfloat16.py tests/test_bilm_gradients.py tests/test_bilm_token_cache.py tests/test_bilstm.py tests/test_crf.py
 NARROW_ISA := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2
 OTHER_KERNELS := from spacy_elmo_mix.bilm.kernels import KERNELS, default_kernels, unavailable_reason as why; print(*(k for k in KERNELS if k != default_kernels() and not why(k)))

@@ -1,6 +1,7 @@
-"""``BiLM.set_kernels``: every kernel set (MKL-packed weights, torch's plain products, numpy's
-OpenBLAS) gives the reference's results within the float32 bound, padded packed steps included; the
-default follows the CPU and ``$SPACY_ELMO_MIX_KERNELS``; a set that cannot run is an error."""
+"""``BiLM.set_kernels``: every kernel set (MKL's or oneDNN's packed weights, torch's plain products,
+numpy's OpenBLAS) gives the reference's results within the float32 bound, padded packed steps
+included; the default follows the CPU and ``$SPACY_ELMO_MIX_KERNELS``; a set that cannot run is an
+error."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 from spacy_elmo_mix.bilm import ElmoEmbedder, batch_to_char_ids, kernels
 from spacy_elmo_mix.bilm.kernels import (
     KERNELS,
+    PACKED_KERNELS,
     mkl_packing_available,
     onednn_packing_available,
     prepacked,
@@ -24,7 +26,10 @@ needs_mkl = pytest.mark.skipif(
     not mkl_packing_available(), reason="this torch has no MKL packed-weight ops (prepacked weights need them)"
 )
 needs_onednn_bf16 = pytest.mark.skipif(
-    not onednn_packing_available(), reason="this torch or CPU has no oneDNN bfloat16 packed-weight ops"
+    not onednn_packing_available(torch.bfloat16), reason="this torch or CPU has no oneDNN bfloat16 packed-weight ops"
+)
+needs_onednn = pytest.mark.skipif(
+    not onednn_packing_available(torch.float32), reason="this torch has no oneDNN packed-weight ops"
 )
 U = 2.0**-24
 
@@ -54,24 +59,31 @@ def sentences(fixtures_dir):
     return [line.split() for line in lines]
 
 
-def packed_sizes(model):
-    """The batch size each LSTM weight is packed for (None: not packed)."""
-    packs = [
+def packs(model):
+    """The packed copy kept on each LSTM's recurrent and projection weight (None: not packed)."""
+    return [
         getattr(w, "_packed_copy", (None, None))[1]
         for stack in model.stacks
         for layer in stack
         for w in (layer.w_recurrent, layer.w_projection)
     ]
-    return {None if pack is None else pack.rows for pack in packs}
 
 
-@needs_mkl
-def test_prepacked_equals_plain_and_repacks_for_a_new_batch_size(embedder, sentences, fixtures_dir):
+def packed_sizes(model):
+    """The batch size each LSTM weight is packed for (None: not packed)."""
+    return {None if pack is None else pack.rows for pack in packs(model)}
+
+
+@pytest.mark.parametrize("name", PACKED_KERNELS)
+def test_prepacked_equals_plain_and_repacks_for_a_new_batch_size(embedder, sentences, fixtures_dir, name):
     from test_bilm_reference import fixture_model_atol
 
-    embedder.model.set_kernels("mkl-packed")
+    if unavailable_reason(name):
+        pytest.skip(unavailable_reason(name))
+    embedder.model.set_kernels(name)
     packed = list(embedder.embed_sentences(sentences[:16], batch_size=8, sort_batches=1))
     assert packed_sizes(embedder.model) == {8}
+    assert {pack.onednn for pack in packs(embedder.model)} == {name == "onednn-packed"}
     packed += list(embedder.embed_sentences(sentences[16:], batch_size=14, sort_batches=1))
     assert packed_sizes(embedder.model) == {len(sentences) - 16}
     embedder.model.set_kernels("torch")
@@ -96,6 +108,22 @@ def test_a_step_padded_to_the_packed_rows_equals_the_plain_product(rows):
         np.testing.assert_allclose(
             step_product(a, weight.t(), b, pack, "mkl-packed"), plain, rtol=0, atol=product_atol(a, weight, b)
         )
+
+
+@needs_onednn
+@pytest.mark.parametrize("rows", [1, 5, 8, 11])
+def test_a_float32_step_on_onednn_packed_weights_equals_the_plain_product(rows):
+    """oneDNN's float32 pack serves steps of any row count, fewer or more than it was packed for,
+    with the bias added by oneDNN: the same float32 sums as the plain product, grouped otherwise."""
+    torch.manual_seed(0)
+    weight, bias, a = torch.randn(64, 24), torch.randn(64), torch.randn(rows, 24)
+    pack = prepacked(weight, 8, torch.float32, "onednn-packed")
+    assert pack is not None and pack.rows == 8 and pack.onednn and pack.packed.dtype == torch.float32
+    for b in (bias, None):
+        plain = a @ weight.t() + (0 if b is None else b)
+        packed = step_product(a, weight.t(), b, pack, "onednn-packed")
+        assert packed.dtype == torch.float32 and packed.shape == (rows, 64)
+        np.testing.assert_allclose(packed, plain, rtol=0, atol=product_atol(a, weight, b))
 
 
 @needs_onednn_bf16
@@ -150,7 +178,7 @@ def test_every_kernel_set_matches_the_allennlp_reference(embedder, sentences, fi
     atol = fixture_model_atol(fixtures_dir, sentences, references)
     for layers, reference in zip(embedder.embed_batch(sentences), references):
         np.testing.assert_allclose(layers, reference, rtol=0, atol=atol)
-    assert packed_sizes(embedder.model) == ({len(sentences)} if name == "mkl-packed" else {None})
+    assert packed_sizes(embedder.model) == ({len(sentences)} if name in PACKED_KERNELS else {None})
 
 
 @needs_mkl

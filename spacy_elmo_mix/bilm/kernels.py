@@ -8,6 +8,9 @@ docs/benchmarks.md), so the library is a setting with a per-CPU default. The ker
 
 - ``mkl-packed``: torch's products (MKL on x86), the recurrent and projection weights in MKL's
   packed layout (needs torch built with MKL): the fastest measured on Intel Xeon;
+- ``onednn-packed``: torch's products, the recurrent and projection weights in oneDNN's packed
+  float32 layout, one packed product per step whatever its row count (needs torch with oneDNN).
+  oneDNN generates its kernels for the CPU's instruction set whoever made the CPU;
 - ``torch``: torch's plain products (``torch.mm``/``addmm``);
 - ``openblas``: numpy's single-threaded OpenBLAS (numpy's wheels are built with it) for products
   made on one torch thread, as each direction's products are when the two directions run at once
@@ -40,7 +43,9 @@ from torch import Tensor
 from ..errors import ElmoConfigError
 from .precision import cpu_vendor
 
-KERNELS = ("mkl-packed", "torch", "openblas")
+KERNELS = ("mkl-packed", "onednn-packed", "torch", "openblas")
+# The kernel sets that keep the recurrent and projection weights packed (float32).
+PACKED_KERNELS = ("mkl-packed", "onednn-packed")
 ENV = "SPACY_ELMO_MIX_KERNELS"
 
 
@@ -50,6 +55,8 @@ def unavailable_reason(kernels: str) -> Optional[str]:
         return f"unknown kernel set {kernels!r} (choose one of {', '.join(KERNELS)})"
     if kernels == "mkl-packed" and not mkl_packing_available():
         return "this torch has no MKL packed-weight ops (torch._C.has_mkl, torch.ops.mkl)"
+    if kernels == "onednn-packed" and not onednn_packing_available(torch.float32):
+        return "this torch has no oneDNN packed-weight ops (torch.backends.mkldnn, torch.ops.mkldnn)"
     if kernels == "openblas" and _openblas() is None:
         return "numpy here is not built with an OpenBLAS whose thread count can be set"
     return None
@@ -83,25 +90,27 @@ def mkl_packing_available() -> bool:
         return False
 
 
-def onednn_packing_available() -> bool:
-    """Whether this torch has oneDNN's packed-weight bfloat16 linear ops (``torch.ops.mkldnn``) and
-    this CPU runs them, used by :func:`prepacked` in bfloat16."""
+def onednn_packing_available(dtype: torch.dtype) -> bool:
+    """Whether this torch has oneDNN's packed-weight linear ops (``torch.ops.mkldnn``) and this CPU
+    runs them in ``dtype`` (float32 or bfloat16), used by :func:`prepacked`."""
     if not torch.backends.mkldnn.is_available():
         return False
     try:
         ops = (torch.ops.mkldnn._reorder_linear_weight, torch.ops.mkldnn._linear_pointwise)
-        return all(map(callable, ops)) and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        supported = dtype == torch.float32 or bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        return all(map(callable, ops)) and supported
     except (AttributeError, RuntimeError):
         return False
 
 
 class PackedWeight(NamedTuple):
-    """A weight in a library's packed layout for products with ``rows`` rows: MKL's (float32) or
-    oneDNN's (bfloat16); ``weight`` is the float32 weight it was made from."""
+    """A weight in a library's packed layout for products with ``rows`` rows: oneDNN's (``onednn``;
+    float32 or bfloat16) or MKL's (float32); ``weight`` is the float32 weight it was made from."""
 
     rows: int
     packed: Tensor
     weight: Tensor
+    onednn: bool
 
 
 # MKL's packed copy has a fixed overhead of several MB: for small weights (the embedded model's
@@ -110,31 +119,35 @@ class PackedWeight(NamedTuple):
 MAX_PACKED_RATIO = 4
 
 
-def prepacked(weight: Tensor, rows: int, dtype: torch.dtype = torch.float32) -> Optional[PackedWeight]:
+def prepacked(
+    weight: Tensor, rows: int, dtype: torch.dtype = torch.float32, kernels: str = "mkl-packed"
+) -> Optional[PackedWeight]:
     """``weight`` in a packed layout for products in ``dtype`` with ``rows`` rows, kept on the weight
-    while it, ``rows`` and ``dtype`` do not change (one packed copy per weight).
+    while it, ``rows``, ``dtype`` and the library do not change (one packed copy per weight).
 
-    float32: MKL's layout (needs MKL); None when it is larger than :data:`MAX_PACKED_RATIO` times the
-    weight. bfloat16: oneDNN's layout of the weight cast to bfloat16 (about the bfloat16 weight's
-    size; needs oneDNN with bfloat16 support). None also off the CPU and when gradients are needed.
+    float32 on ``kernels`` ``mkl-packed``: MKL's layout (needs MKL); None when it is larger than
+    :data:`MAX_PACKED_RATIO` times the weight. float32 on ``onednn-packed``, and bfloat16 on any
+    ``kernels``: oneDNN's layout of the weight in ``dtype`` (about that weight's size; needs oneDNN,
+    for bfloat16 with bfloat16 support). None also off the CPU and when gradients are needed.
     """
     if weight.device.type != "cpu" or (torch.is_grad_enabled() and weight.requires_grad):
         return None
-    key = (dtype, rows, weight._version, weight.data_ptr())
+    onednn = dtype != torch.float32 or kernels == "onednn-packed"
+    key = (onednn, dtype, rows, weight._version, weight.data_ptr())
     kept = getattr(weight, "_packed_copy", None)
     if kept is None or kept[0] != key:
-        kept = (key, _pack(weight.detach(), rows, dtype))
+        kept = (key, _pack(weight.detach(), rows, dtype, onednn))
         weight._packed_copy = kept
     return kept[1]
 
 
-def _pack(weight: Tensor, rows: int, dtype: torch.dtype) -> Optional[PackedWeight]:
-    if dtype == torch.float32:
-        packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
-        return PackedWeight(rows, packed, weight) if packed.numel() <= MAX_PACKED_RATIO * weight.numel() else None
-    if dtype == torch.bfloat16 and onednn_packing_available():
-        return PackedWeight(rows, torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype), rows), weight)
-    return None
+def _pack(weight: Tensor, rows: int, dtype: torch.dtype, onednn: bool) -> Optional[PackedWeight]:
+    if onednn:
+        if not onednn_packing_available(dtype):
+            return None
+        return PackedWeight(rows, torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype), rows), weight, True)
+    packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
+    return PackedWeight(rows, packed, weight, False) if packed.numel() <= MAX_PACKED_RATIO * weight.numel() else None
 
 
 def drop_packed(weight: Tensor) -> None:
@@ -149,11 +162,14 @@ def step_product(a: Tensor, w: Tensor, bias: Optional[Tensor], pack: Optional[Pa
     is padded with zero rows to that count (the packed product of all rows is faster than a plain one
     of the active rows alone; rows of a product do not mix, so the padding changes no result) and
     the active rows are returned; smaller steps take the plain product of ``kernels``. With oneDNN's
-    bfloat16 ``pack`` every step is one packed bfloat16 product (the same sums as torch's plain one),
-    its bfloat16 result made float32 before the bias is added, as in :func:`product`.
+    ``pack`` every step, of any row count, is one packed product: in float32 with the bias added by
+    oneDNN; in bfloat16 (the same sums as torch's plain one) its result made float32 before the
+    bias is added, as in :func:`product`.
     """
     n = a.shape[0]
-    if pack is not None and pack.packed.dtype == torch.bfloat16:
+    if pack is not None and pack.onednn:
+        if pack.packed.dtype == torch.float32:
+            return torch.ops.mkldnn._linear_pointwise(a, pack.packed, bias, "none", [], "")
         return _as_float32(
             torch.ops.mkldnn._linear_pointwise(a.to(torch.bfloat16), pack.packed, None, "none", [], ""), bias
         )

@@ -27,7 +27,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from ..errors import ElmoInputError
 from .chars import PAD_CHAR, sentence_markers
-from .kernels import check_kernels, default_kernels, drop_packed, prepacked, product, step_product
+from .kernels import PACKED_KERNELS, check_kernels, default_kernels, drop_packed, prepacked, product, step_product
 from .options import BiLMOptions, CharCNNOptions, LSTMOptions
 from .token_cache import TokenVectorCache
 
@@ -126,10 +126,10 @@ class LSTMLayer(nn.Module):
         h = x.new_zeros(batch_sizes[0], w_proj.shape[1])
         c = x.new_zeros(batch_sizes[0], dim)
         outputs = []
-        # Packed weights: MKL's for float32 on the mkl-packed set, oneDNN's for bfloat16 (kernels.py).
-        packed = self.kernels == "mkl-packed" or low != torch.float32
-        rec = prepacked(self.w_recurrent, batch_sizes[0], low) if packed else None
-        proj = prepacked(self.w_projection, batch_sizes[0], low) if packed else None
+        # Packed weights: float32 on the packed kernel sets (MKL's or oneDNN's), oneDNN's for bfloat16.
+        packed = self.kernels in PACKED_KERNELS or low != torch.float32
+        rec = prepacked(self.w_recurrent, batch_sizes[0], low, self.kernels) if packed else None
+        proj = prepacked(self.w_projection, batch_sizes[0], low, self.kernels) if packed else None
         # split, not a slice per step: a slice's backward fills a zero tensor of all rows each step.
         for n, step_input in zip(batch_sizes, projected.split(batch_sizes)):
             gates = step_product(h[:n], w_rec, bias, rec, self.kernels).add_(step_input)
@@ -302,7 +302,8 @@ class BiLM(nn.Module):
     def set_kernels(self, kernels: str) -> "BiLM":
         """Run the float32 inference products (char-CNN highway and projection, LSTM input, recurrent
         and projection products) on the kernel set ``kernels`` (see :mod:`.kernels`): ``mkl-packed``,
-        ``torch`` or ``openblas``; a new model uses :func:`~.kernels.default_kernels` (per CPU).
+        ``onednn-packed``, ``torch`` or ``openblas``; a new model uses
+        :func:`~.kernels.default_kernels` (per CPU).
 
         ``mkl-packed``: the recurrent and projection weights are packed for the batch's sentence
         count and kept while the weights and that count do not change (a new count repacks them:
@@ -311,7 +312,9 @@ class BiLM(nn.Module):
         steps as plain products. Its memory: about 1.5x the recurrent and 3x the projection weights
         in addition (~300 MB for the published "original" model); weights whose packed copy would
         exceed :data:`~.kernels.MAX_PACKED_RATIO` times their size (small models such as the embedded
-        one) are not packed. The other sets keep no copies (switching frees the packed ones).
+        one) are not packed. ``onednn-packed``: the same two weights in oneDNN's packed layout (about
+        their size again), packed and kept the same way; every step is one packed product, whatever
+        its row count. The other sets keep no copies (switching to them frees the packed ones).
         Every set computes the same float32 sums grouped differently (within ~1e-7 of each other on
         the full-size model); with gradients, in bfloat16 and off the CPU the products are torch's.
         Raises ElmoConfigError for an unknown set or one this machine cannot run.
@@ -321,7 +324,7 @@ class BiLM(nn.Module):
         for stack in self.stacks:
             for layer in stack:
                 layer.kernels = kernels
-                if kernels != "mkl-packed":
+                if kernels not in PACKED_KERNELS:
                     drop_packed(layer.w_recurrent)
                     drop_packed(layer.w_projection)
         return self
