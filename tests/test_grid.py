@@ -229,6 +229,11 @@ def test_projected_cost_from_each_cells_finished_runs(tmp_path):
     for seed, scheme, seconds in ((1, "weighted", 100.0), (2, "weighted", 200.0), (1, "baseline", 30.0)):
         finished_run(tmp_path, Job("wnut16", scheme, seed), seconds)
     finished_run(tmp_path, Job("wnut16", "layer1", 1), 9000.0, command=RUN_TEMPLATE + " --max-steps 10")
+    for name in ("seed²", "seedx", "seed"):  # not run folders (int("²") raised before): left out
+        (tmp_path / "runs" / "wnut16" / "weighted" / name).mkdir()
+        (tmp_path / "runs" / "wnut16" / "weighted" / name / "metrics.json").write_text(
+            json.dumps({"train_seconds": 9000.0, "identity": {"command": "", "files": {}}})
+        )
     todo = [Job("wnut16", s, n) for s in ("weighted", "baseline", "layer1") for n in (3, 4)]
     todo.append(Job("conll2003", "layer1", 1))
     text = projected_cost(todo, 3, tmp_path, CommandTemplate(RUN_TEMPLATE), workers=2)

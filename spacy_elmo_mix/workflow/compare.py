@@ -37,7 +37,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import re
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ import numpy as np
 from ..atomic import atomic_write, write_text_atomic
 from ..errors import ElmoFileError, ElmoInputError
 from .convert import load_datasets
+from .grid import run_folders
 from .identity import stale_reason
 from .paper_table import LABEL as PAPER_LABEL
 from .paper_table import SOURCE as PAPER_SOURCE
@@ -71,7 +71,6 @@ SCHEMES = {
 DATASETS = {name: spec.label or name for name, spec in load_datasets().items()}
 METRICS = {"ents_f": "F1", "tag_acc": "accuracy", "pos_acc": "accuracy"}
 REQUIRED = ("dataset", "scheme", "seed", "score", "metric")
-SEED_DIR = re.compile(r"^seed(\d+)$")
 
 
 # ----------------------------------------------------------------------------------------- loading
@@ -216,14 +215,6 @@ def setup_of(data: dict) -> Dict[str, object]:
     return {"protocol": protocol_of(data), "config": data.get("config")}
 
 
-def _run_dirs(results_dir: Path) -> Iterable[Tuple[RunKey, Path]]:
-    """(dataset, scheme, seed) and folder of every ``runs/*/*/seed*`` folder under ``results_dir``."""
-    for run_dir in sorted((results_dir / "runs").glob("*/*/seed*")):
-        match = SEED_DIR.match(run_dir.name)
-        if match and run_dir.is_dir():
-            yield (run_dir.parent.parent.name, run_dir.parent.name, int(match.group(1))), run_dir
-
-
 def load_results(
     results_dir: PathLike,
     datasets: Optional[Sequence[str]] = None,
@@ -242,7 +233,7 @@ def load_results(
     if not Path(results_dir).is_dir():
         raise ElmoFileError(f"{results_dir}: no such results folder")
     selected = (set(datasets or ()), set(schemes or ()), {int(n) for n in seeds or ()})
-    on_disk = dict(_run_dirs(Path(results_dir)))
+    on_disk = {(job.dataset, job.scheme, job.seed): run_dir for job, run_dir in run_folders(results_dir)}
     found: Dict[RunKey, Path] = {
         key: run_dir
         for key, run_dir in on_disk.items()

@@ -63,6 +63,7 @@ PLACEHOLDERS = ("dataset", "scheme", "seed", "output")
 TAIL_LINES = 15
 STALE_METRICS = "metrics.stale.json"
 STATUS_SECONDS = 30.0
+SEED_DIR = re.compile(r"^seed(\d+)$")  # a run folder's name (Job.run_dir)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,15 @@ class Job:
 
     def __str__(self) -> str:
         return f"{self.dataset}/{self.scheme}/seed{self.seed}"
+
+
+def run_folders(results_dir: PathLike) -> Iterator[Tuple[Job, Path]]:
+    """Every run folder under ``results_dir`` (the layout of :meth:`Job.run_dir`) as (job, folder),
+    sorted; entries whose name is not ``seed`` and a number are not runs and are left out."""
+    for run_dir in sorted((Path(results_dir) / "runs").glob("*/*/seed*")):
+        match = SEED_DIR.match(run_dir.name)
+        if match and run_dir.is_dir():
+            yield Job(run_dir.parent.parent.name, run_dir.parent.name, int(match.group(1))), run_dir
 
 
 @dataclass
@@ -409,18 +419,15 @@ def finished_seconds(dataset: str, results_dir: Path, make_command: MakeCommand)
     and seed, whose recorded command is the one this grid gives that scheme and seed (the same
     protocol and settings): ``{scheme: {on this machine's CPU: [seconds, ...]}}``."""
     here, found = cpu_environment(), {}
-    for metrics in sorted((Path(results_dir) / "runs" / dataset).glob("*/seed*/metrics.json")):
-        scheme, seed = metrics.parent.parent.name, metrics.parent.name[len("seed") :]
-        data, identity = _read_identity(metrics)
-        if not seed.isdigit() or data is None or not isinstance(identity, dict):
+    for job, run_dir in run_folders(results_dir):
+        data, identity = _read_identity(run_dir / "metrics.json")
+        if job.dataset != dataset or data is None or not isinstance(identity, dict):
             continue
         value, environment = data.get("train_seconds"), data.get("environment")
-        if not isinstance(value, (int, float)) or identity.get("command") != identity_command(
-            Job(dataset, scheme, int(seed)), make_command
-        ):
+        if not isinstance(value, (int, float)) or identity.get("command") != identity_command(job, make_command):
             continue
         same_cpu = isinstance(environment, dict) and all(environment.get(k) == v for k, v in here.items())
-        found.setdefault(scheme, {True: [], False: []})[same_cpu].append(float(value))
+        found.setdefault(job.scheme, {True: [], False: []})[same_cpu].append(float(value))
     return found
 
 
