@@ -43,9 +43,10 @@ def product_atol(a, weight, bias) -> float:
 
 @pytest.fixture(autouse=True)
 def pack_small_weights(monkeypatch):
-    """The fixture model's weights are far below the size MKL's packing pays for (see
-    ``MAX_PACKED_RATIO``): pack them anyway, so these tests run the packed path."""
+    """The fixture model's weights are far below the size MKL's and oneDNN's packing pay for (see
+    ``MAX_PACKED_RATIO``, ``MIN_ONEDNN_PACKED``): pack them anyway, so these tests run the packed path."""
     monkeypatch.setattr(kernels, "MAX_PACKED_RATIO", 10_000)
+    monkeypatch.setattr(kernels, "MIN_ONEDNN_PACKED", 0)
 
 
 @pytest.fixture
@@ -207,6 +208,21 @@ def test_weights_whose_packed_copy_is_much_larger_are_not_packed(tiny_model_file
         np.testing.assert_array_equal(got, want)
 
 
+@needs_onednn
+def test_weights_below_the_onednn_size_keep_the_plain_product(tiny_model_files, sentences, monkeypatch):
+    """oneDNN's packed float32 product costs more than it saves on small weights
+    (``MIN_ONEDNN_PACKED``): those keep the plain product, bit for bit the ``torch`` set's."""
+    monkeypatch.setattr(kernels, "MIN_ONEDNN_PACKED", 1 << 19)
+    embedder = ElmoEmbedder(*tiny_model_files)
+    embedder.model.set_kernels("onednn-packed")
+    default = embedder.embed_batch(sentences[:4])
+    assert packed_sizes(embedder.model) == {None}
+    embedder.model.set_kernels("torch")
+    for got, want in zip(default, embedder.embed_batch(sentences[:4])):
+        np.testing.assert_array_equal(got, want)
+    assert prepacked(torch.randn(1 << 10, 1 << 9), 4, torch.float32, "onednn-packed") is not None
+
+
 @pytest.mark.skipif(bool(unavailable_reason("openblas")), reason=str(unavailable_reason("openblas")))
 def test_openblas_runs_single_threaded_and_leaves_gradients_to_torch(
     tiny_model_files, sentences, monkeypatch, fixtures_dir
@@ -247,10 +263,12 @@ def test_default_kernels_follow_the_cpu_and_the_environment(monkeypatch, tiny_mo
 
     monkeypatch.delenv(kernels.ENV, raising=False)
     monkeypatch.setattr(kernels, "unavailable_reason", lambda name: None)
-    monkeypatch.setattr(kernels, "cpu_vendor", lambda: "AuthenticAMD")
-    assert kernels.default_kernels() == "openblas"
-    monkeypatch.setattr(kernels, "cpu_vendor", lambda: "GenuineIntel")
-    assert kernels.default_kernels() == "mkl-packed"
+    for vendor, fallback in (("AuthenticAMD", "openblas"), ("GenuineIntel", "mkl-packed")):
+        monkeypatch.setattr(kernels, "cpu_vendor", lambda: vendor)
+        assert kernels.default_kernels() == "onednn-packed"
+        monkeypatch.setattr(kernels, "unavailable_reason", lambda name: "absent" if name == "onednn-packed" else None)
+        assert kernels.default_kernels() == fallback
+        monkeypatch.setattr(kernels, "unavailable_reason", lambda name: None)
     monkeypatch.setattr(kernels, "unavailable_reason", lambda name: "absent")
     assert kernels.default_kernels() == "torch"
     monkeypatch.undo()

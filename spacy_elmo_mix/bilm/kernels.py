@@ -6,27 +6,32 @@ LSTM's input product over all positions, and at every step its recurrent and pro
 library runs these shapes fastest depends on the CPU (``bench/allennlp_speed.py``,
 docs/benchmarks.md), so the library is a setting with a per-CPU default. The kernel sets:
 
-- ``mkl-packed``: torch's products (MKL on x86), the recurrent and projection weights in MKL's
-  packed layout (needs torch built with MKL): the fastest measured on Intel Xeon;
 - ``onednn-packed``: torch's products, the recurrent and projection weights in oneDNN's packed
   float32 layout, one packed product per step whatever its row count (needs torch with oneDNN).
-  oneDNN generates its kernels for the CPU's instruction set whoever made the CPU;
+  oneDNN generates its kernels for the CPU's instruction set whoever made the CPU: the fastest
+  measured on AMD EPYC with AVX-512 (1.35-1.48x ``openblas``), on the same CPU held to AVX2
+  (1.20x) and on Intel Xeon with AMX (1.05-1.08x ``mkl-packed``). Weights of fewer than
+  :data:`MIN_ONEDNN_PACKED` elements keep the plain product (its fixed cost per call outweighs
+  the gain on small models such as the embedded one);
+- ``mkl-packed``: torch's products (MKL on x86), the recurrent and projection weights in MKL's
+  packed layout (needs torch built with MKL);
 - ``torch``: torch's plain products (``torch.mm``/``addmm``);
 - ``openblas``: numpy's single-threaded OpenBLAS (numpy's wheels are built with it) for products
   made on one torch thread, as each direction's products are when the two directions run at once
   on two threads (``BiLM.concurrent_directions``); torch's plain products where torch has more
-  threads (OpenBLAS's and torch's thread pools, both spinning, slowed each other to 0.4x). The
-  fastest measured on AMD EPYC, where MKL takes slower code paths. No weight copies; it sets
-  OpenBLAS's process-wide thread count to 1.
+  threads (OpenBLAS's and torch's thread pools, both spinning, slowed each other to 0.4x). Faster
+  than MKL on AMD EPYC, where MKL takes slower code paths. No weight copies; it sets OpenBLAS's
+  process-wide thread count to 1.
 
 All compute the same float32 sums, grouped differently (within a few float32 roundings of each
 other; the numerical tests run on each set). With gradients and off the CPU the products are torch's
 plain ones. In bfloat16 (inference on the CPU, any kernel set) the recurrent and projection weights
 are kept in oneDNN's packed layout (:func:`prepacked`): torch's plain bfloat16 product reorders the
 whole weight into that layout on every call, which cost more than the product itself at the
-published size. The default (:func:`default_kernels`) is ``SPACY_ELMO_MIX_KERNELS``
-when set, otherwise ``openblas`` on AMD CPUs and ``mkl-packed`` elsewhere, each where available
-(else ``torch``).
+published size. The default (:func:`default_kernels`) is ``SPACY_ELMO_MIX_KERNELS`` when set,
+otherwise ``onednn-packed`` where torch has oneDNN, else ``openblas`` on AMD CPUs and
+``mkl-packed`` elsewhere, each where available (else ``torch``). Measurements:
+``bench/allennlp_speed.py``, docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -71,13 +76,14 @@ def check_kernels(kernels: str, source: str = "kernels") -> str:
 
 
 def default_kernels() -> str:
-    """The kernel set a new biLM uses: ``$SPACY_ELMO_MIX_KERNELS`` when set (checked), otherwise
-    ``openblas`` on AMD CPUs and ``mkl-packed`` elsewhere, where each is available, else ``torch``."""
+    """The kernel set a new biLM uses: ``$SPACY_ELMO_MIX_KERNELS`` when set (checked), otherwise the
+    first available of ``onednn-packed`` and then ``openblas`` on AMD CPUs, ``mkl-packed`` elsewhere;
+    ``torch`` when neither is."""
     chosen = os.environ.get(ENV)
     if chosen:
         return check_kernels(chosen, f"${ENV}")
-    preferred = "openblas" if cpu_vendor() == "AuthenticAMD" else "mkl-packed"
-    return preferred if unavailable_reason(preferred) is None else "torch"
+    fallback = "openblas" if cpu_vendor() == "AuthenticAMD" else "mkl-packed"
+    return next((k for k in ("onednn-packed", fallback) if unavailable_reason(k) is None), "torch")
 
 
 def mkl_packing_available() -> bool:
@@ -117,6 +123,11 @@ class PackedWeight(NamedTuple):
 # [2048, 128] recurrent weight packs into 12.6x its size, [128, 512] into 30x) it costs far more
 # memory than it can save time; the published sizes pack into 1.5x ([16384, 512]) and 3.1x ([512, 4096]).
 MAX_PACKED_RATIO = 4
+# oneDNN's float32 packed product costs about 12 us more per call than the plain one at one row
+# (AMD EPYC, 1 thread): weights smaller than this (the embedded model's [2048, 128] recurrent and
+# [128, 512] projection weights, where it ran 3-14% slower end to end) keep the plain product; the
+# published sizes ([16384, 512], [512, 4096]) gain at every row count.
+MIN_ONEDNN_PACKED = 1 << 19
 
 
 def prepacked(
@@ -128,7 +139,8 @@ def prepacked(
     float32 on ``kernels`` ``mkl-packed``: MKL's layout (needs MKL); None when it is larger than
     :data:`MAX_PACKED_RATIO` times the weight. float32 on ``onednn-packed``, and bfloat16 on any
     ``kernels``: oneDNN's layout of the weight in ``dtype`` (about that weight's size; needs oneDNN,
-    for bfloat16 with bfloat16 support). None also off the CPU and when gradients are needed.
+    for bfloat16 with bfloat16 support); in float32 None for weights of fewer than
+    :data:`MIN_ONEDNN_PACKED` elements. None also off the CPU and when gradients are needed.
     """
     if weight.device.type != "cpu" or (torch.is_grad_enabled() and weight.requires_grad):
         return None
@@ -143,7 +155,8 @@ def prepacked(
 
 def _pack(weight: Tensor, rows: int, dtype: torch.dtype, onednn: bool) -> Optional[PackedWeight]:
     if onednn:
-        if not onednn_packing_available(dtype):
+        too_small = dtype == torch.float32 and weight.numel() < MIN_ONEDNN_PACKED
+        if too_small or not onednn_packing_available(dtype):
             return None
         return PackedWeight(rows, torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype), rows), weight, True)
     packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
