@@ -8,7 +8,8 @@ warm-up batch, one timed pass), then ours as shipped (the two directions of a la
 time, this CPU's default kernel set: ``spacy_elmo_mix/bilm/kernels.py``), the same on every other
 kernel set the machine has (``BiLM.set_kernels``), with the directions one after the other
 (``BiLM.concurrent_directions = False``), and with ``compute_dtype = "auto"`` (bfloat16 where the
-CPU has bf16 units, else float32 again), then the ``[batch, 512] @ [512, 16384]`` matmul; every
+CPU has bf16 units, else float32 again), then the ``[batch, 512] @ [512, 16384]`` matmul on the
+default kernel set (``bilm_speed.matmul_job``); every
 figure is the median over the rounds, so all see the same machine load.
 
 The AllenNLP reference is looked up at ``$ALLENNLP_REFERENCE`` (default ``~/allennlp-reference``,
@@ -228,7 +229,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         f"Full-size random biLM (published 'original' architecture), exact float32, end to end (token lists to numpy), "
         f"20-30-token held-out sentences, {args.batches} batches per pass, medians of {args.rounds} interleaved rounds; "
         f"torch {torch.__version__}, {cpu_vendor()} {cpu_name()} ({cpu_flags()}), {os.cpu_count()} CPUs, 1-minute load average "
-        f"{load_before:.1f} before and {os.getloadavg()[0]:.1f} after."
+        f"{load_before:.1f} before and {os.getloadavg()[0]:.1f} after; matmul: [batch, 512] @ [512, 16384] float32 "
+        f"on the {default_kernels()} kernel set."
     )
     text = markdown(rows, header)
     print(text)

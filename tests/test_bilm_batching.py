@@ -40,6 +40,23 @@ def test_batch_size_1_equals_64_in_input_order(tiny_embedder, corpus):
         np.testing.assert_allclose(a, b, **BATCH_TOLERANCE)
 
 
+def test_first_layer_multiplies_each_distinct_word_once(tiny_embedder, monkeypatch):
+    """Each direction's first LSTM layer runs its input product on the batch's distinct words (the
+    sentence markers included) and reads it per position; the layers above read every position."""
+    seen = []
+    original = LSTMLayer.forward
+
+    def spy(self, x, batch_sizes, rows=None):
+        seen.append((x.shape[0], None if rows is None else rows.shape[0]))
+        return original(self, x, batch_sizes, rows)
+
+    monkeypatch.setattr(LSTMLayer, "forward", spy)
+    batch = [SENTENCE, SENTENCE, SHORT]
+    tiny_embedder.embed_batch(batch)
+    distinct, positions = len(set(SENTENCE) | set(SHORT)) + 2, sum(len(s) + 2 for s in batch)
+    assert sorted(seen, key=str) == sorted([(distinct, positions)] * 2 + [(positions, None)] * 2, key=str)
+
+
 def test_empty_sentence(tiny_embedder):
     assert tiny_embedder.embed_sentence([]).shape == (3, 0, 32)
     with_empty = tiny_embedder.embed_batch([[], SENTENCE, []])

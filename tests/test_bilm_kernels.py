@@ -264,7 +264,7 @@ def test_default_kernels_follow_the_cpu_and_the_environment(monkeypatch, tiny_mo
     monkeypatch.delenv(kernels.ENV, raising=False)
     monkeypatch.setattr(kernels, "unavailable_reason", lambda name: None)
     for vendor, fallback in (("AuthenticAMD", "openblas"), ("GenuineIntel", "mkl-packed")):
-        monkeypatch.setattr(kernels, "cpu_vendor", lambda: vendor)
+        monkeypatch.setattr(kernels, "cpu_vendor", lambda vendor=vendor: vendor)
         assert kernels.default_kernels() == "onednn-packed"
         monkeypatch.setattr(kernels, "unavailable_reason", lambda name: "absent" if name == "onednn-packed" else None)
         assert kernels.default_kernels() == fallback

@@ -6,7 +6,8 @@ a round trip is bit-identical.
 
 Batches are processed in PyTorch's packed layout: sentences sorted by length, one row per real
 position and time step, so no work is done on padding. The input projection of each LSTM is one
-matrix product over all positions; the recurrence then touches only the rows still active. The
+matrix product over all positions (the first layer's over the batch's distinct words: each word's
+vector is the same wherever it occurs); the recurrence then touches only the rows still active. The
 backward LSTMs read each sentence reversed (a permutation of the packed rows), so both directions
 share one implementation. Every sentence starts from a zero state: results do not depend on batching.
 
@@ -114,16 +115,23 @@ class LSTMLayer(nn.Module):
         # BiLM.set_kernels and kernels.py).
         self.kernels = "torch"
 
-    def forward(self, x: Tensor, batch_sizes: List[int]) -> Tensor:
-        """Packed input ``[n_rows, input_dim]`` -> packed output ``[n_rows, projection_dim]``."""
+    def forward(self, x: Tensor, batch_sizes: List[int], rows: Optional[Tensor] = None) -> Tensor:
+        """Packed input ``[n_rows, input_dim]`` -> packed output ``[n_rows, projection_dim]``.
+
+        rows: when given, ``x`` holds distinct input rows and packed row ``r`` reads ``x[rows[r]]``:
+        the input product then runs once per distinct row (a batch's first layer reads each distinct
+        word's vector, about half of its positions for 20-30-token sentences).
+        """
         dim, low = self.dim, self.compute_dtype
         w_in, w_rec, w_proj = (_cast(w, low).t() for w in (self.w_input, self.w_recurrent, self.w_projection))
         # Same summation order as AllenNLP: (x W_in) + (h W_rec + b), with the +1 folded into b. A
         # bfloat16 input product stays bfloat16 (its rounded sums are what float32 would hold) and
         # each step adds its rows: one conversion of all rows cost as much as the product.
         projected = product(x, w_in, None, self.kernels) if low == torch.float32 else x.to(low) @ w_in
+        if rows is not None:
+            projected = projected[rows]
         bias = self.bias + self.forget_bias
-        h = x.new_zeros(batch_sizes[0], w_proj.shape[1])
+        h: Optional[Tensor] = None
         c = x.new_zeros(batch_sizes[0], dim)
         tanh = torch.tanh if low == torch.float32 else _tanh_by_sigmoid
         outputs = []
@@ -133,7 +141,10 @@ class LSTMLayer(nn.Module):
         proj = prepacked(self.w_projection, batch_sizes[0], low, self.kernels) if packed else None
         # split, not a slice per step: a slice's backward fills a zero tensor of all rows each step.
         for n, step_input in zip(batch_sizes, projected.split(batch_sizes)):
-            gates = step_product(h[:n], w_rec, bias, rec, self.kernels).add_(step_input)
+            if h is None:  # the first step: the state is zero, so is its recurrent product (exactly)
+                gates = step_input + bias
+            else:
+                gates = step_product(h[:n], w_rec, bias, rec, self.kernels).add_(step_input)
             i, j, f, o = gates.split(dim, dim=1)
             c = torch.addcmul(torch.sigmoid(i) * tanh(j), torch.sigmoid(f), c[:n])
             if self.cell_clip:
@@ -250,12 +261,13 @@ class BiLM(nn.Module):
         packed = self._pack_with_markers(char_ids, lengths.to("cpu", torch.int64))
         batch_sizes = packed.batch_sizes.tolist()
         unique_words, inverse = torch.unique(packed.data, dim=0, return_inverse=True)
-        tokens = self.token_vectors(unique_words)[inverse]
+        vectors = self.token_vectors(unique_words)
+        tokens = vectors[inverse]
         reverse = _reversal_permutation(packed.batch_sizes, lengths.to("cpu", torch.int64) + 2).to(tokens.device)
         both = _run_concurrently if self.concurrent_directions and torch.get_num_threads() > 1 else _run_in_turn
         forward_outs, backward_outs = both(
-            lambda: self._run_stack(0, tokens, batch_sizes, top),
-            lambda: self._run_stack(1, tokens[reverse], batch_sizes, top),
+            lambda: self._run_stack(0, vectors, inverse, batch_sizes, top),
+            lambda: self._run_stack(1, vectors, inverse[reverse], batch_sizes, top),
         )
         layers = [torch.cat([tokens, tokens], dim=-1)]
         layers += [torch.cat([f, b[reverse]], dim=-1) for f, b in zip(forward_outs, backward_outs)]
@@ -270,11 +282,14 @@ class BiLM(nn.Module):
         body = padded[:, 1 : max_len + 1] * inside
         return body.reshape(batch, max_len, top + 1, out_dim).permute(2, 0, 1, 3)
 
-    def _run_stack(self, direction: int, x: Tensor, batch_sizes: List[int], top: int) -> List[Tensor]:
-        """Outputs of LSTM layers ``1..top`` of one direction (0: forward, 1: backward) on packed ``x``."""
-        outputs = []
+    def _run_stack(
+        self, direction: int, vectors: Tensor, rows: Tensor, batch_sizes: List[int], top: int
+    ) -> List[Tensor]:
+        """Outputs of LSTM layers ``1..top`` of one direction (0: forward, 1: backward), packed: the
+        first layer's packed row ``r`` reads the token vector ``vectors[rows[r]]``."""
+        x, outputs = vectors, []
         for k in range(top):
-            out = self.stacks[direction][k](x, batch_sizes)
+            out = self.stacks[direction][k](x, batch_sizes, rows if k == 0 else None)
             if k > 0 and self.options.lstm.use_skip_connections:
                 out = out + x
             outputs.append(out)
