@@ -3,8 +3,10 @@ biases, gating, the LSTM cell state and the outputs in float32.
 
 Measured deviation from the exact float32 path (max abs over all layers; share of the largest
 output): trained tiny bilm-tf fixture 0.015 on these sentences, 0.019 on 64 held-out sentences
-(0.2-0.3%); embedded default model 0.065 (0.6%) and 0.068 (0.25%). The bound below (1%) leaves room
-for other CPUs' bf16 kernels. Trained models only: the random-weight fixture (``tiny_random``)
+(0.2-0.3%); embedded default model 0.065 (0.6%) and 0.068 (0.25%) on an Intel Xeon with AMX; with
+the gates' tanh from the sigmoid on an AMD EPYC (avx512_bf16): 0.015 and 0.023 (0.2-0.3%), 0.040
+(0.4%) and 0.091 (0.5%; the first 64 held-out sentences). The bound below (1%) leaves room for other
+CPUs' bf16 kernels. Trained models only: the random-weight fixture (``tiny_random``)
 amplifies rounding in its top LSTM layer (up to 30% on long held-out sentences, also with a float32
 char-CNN), which says nothing about bfloat16 on real models.
 """

@@ -9,7 +9,7 @@ docs/benchmarks.md), so the library is a setting with a per-CPU default. The ker
 - ``onednn-packed``: torch's products, the recurrent and projection weights in oneDNN's packed
   float32 layout, one packed product per step whatever its row count (needs torch with oneDNN).
   oneDNN generates its kernels for the CPU's instruction set whoever made the CPU: the fastest
-  measured on AMD EPYC with AVX-512 (1.35-1.48x ``openblas``), on the same CPU held to AVX2
+  measured on AMD EPYC with AVX-512 (1.27-1.56x ``openblas``), on the same CPU held to AVX2
   (1.20x) and on Intel Xeon with AMX (1.05-1.08x ``mkl-packed``). Weights of fewer than
   :data:`MIN_ONEDNN_PACKED` elements keep the plain product (its fixed cost per call outweighs
   the gain on small models such as the embedded one);
