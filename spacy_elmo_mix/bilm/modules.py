@@ -337,7 +337,8 @@ class BiLM(nn.Module):
         exceed :data:`~.kernels.MAX_PACKED_RATIO` times their size (small models such as the embedded
         one) are not packed. ``onednn-packed``: the same two weights in oneDNN's packed layout (about
         their size again), packed and kept the same way; every step is one packed product, whatever
-        its row count. The other sets keep no copies (switching to them frees the packed ones).
+        its row count; weights of fewer than :data:`~.kernels.MIN_ONEDNN_PACKED` elements are not
+        packed. The other sets keep no copies (switching to them frees the packed ones).
         Every set computes the same float32 sums grouped differently (within ~1e-7 of each other on
         the full-size model); with gradients, in bfloat16 and off the CPU the products are torch's.
         Raises ElmoConfigError for an unknown set or one this machine cannot run.
