@@ -9,8 +9,8 @@ time, this CPU's default kernel set: ``spacy_elmo_mix/bilm/kernels.py``), the sa
 kernel set the machine has (``BiLM.set_kernels``), with the directions one after the other
 (``BiLM.concurrent_directions = False``), and with ``compute_dtype = "auto"`` (bfloat16 where the
 CPU has bf16 units, else float32 again), then the ``[batch, 512] @ [512, 16384]`` matmul on the
-default kernel set (``bilm_speed.matmul_job``); every
-figure is the median over the rounds, so all see the same machine load.
+default kernel set (``bilm_speed.matmul_job``); every figure is the median over the rounds, so all
+see the same machine load.
 
 The AllenNLP reference is looked up at ``$ALLENNLP_REFERENCE`` (default ``~/allennlp-reference``,
 built by ``../shared/tools/allennlp_reference/setup.sh``); without it its rows are skipped with a

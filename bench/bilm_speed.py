@@ -4,9 +4,9 @@ For a full-size random model (the published "original" ELMo architecture) and a 
 sizes 1, 32 and 128, with all layers and with ``top_layer=1``, this measures tokens per second of
 ``BiLM.forward`` under ``torch.inference_mode`` (character ids are prepared beforehand), the achieved
 GFLOP/s (FLOPs counted analytically, see :func:`batch_flops`) and the measured fp32 GFLOP/s of the
-recurrent GEMM shape ``M x 512 @ 512 x 16384`` at ``M = batch size`` on the CPU's default kernel set. Every figure is the median of
-several repetitions after a warm-up, the model and the matmul timed in turn so that both see the same
-machine load. Torch's default thread count is used unless ``--threads`` says otherwise.
+recurrent GEMM shape ``M x 512 @ 512 x 16384`` at ``M = batch size`` on the CPU's default kernel
+set. Every figure is the median of several repetitions after a warm-up, the model and the matmul
+timed in turn so that both see the same machine load. Torch's default thread count is used unless ``--threads`` says otherwise.
 
 Usage: ``python bench/bilm_speed.py [--quick] [--output bench/results/bilm_speed.md]``
 """

@@ -32,6 +32,7 @@ needs_onednn = pytest.mark.skipif(
     not onednn_packing_available(torch.float32), reason="this torch has no oneDNN packed-weight ops"
 )
 U = 2.0**-24
+SHIPPED_MIN_ONEDNN_PACKED = kernels.MIN_ONEDNN_PACKED  # before pack_small_weights lowers it
 
 
 def product_atol(a, weight, bias) -> float:
@@ -212,7 +213,7 @@ def test_weights_whose_packed_copy_is_much_larger_are_not_packed(tiny_model_file
 def test_weights_below_the_onednn_size_keep_the_plain_product(tiny_model_files, sentences, monkeypatch):
     """oneDNN's packed float32 product costs more than it saves on small weights
     (``MIN_ONEDNN_PACKED``): those keep the plain product, bit for bit the ``torch`` set's."""
-    monkeypatch.setattr(kernels, "MIN_ONEDNN_PACKED", 1 << 19)
+    monkeypatch.setattr(kernels, "MIN_ONEDNN_PACKED", SHIPPED_MIN_ONEDNN_PACKED)
     embedder = ElmoEmbedder(*tiny_model_files)
     embedder.model.set_kernels("onednn-packed")
     default = embedder.embed_batch(sentences[:4])
@@ -220,7 +221,9 @@ def test_weights_below_the_onednn_size_keep_the_plain_product(tiny_model_files, 
     embedder.model.set_kernels("torch")
     for got, want in zip(default, embedder.embed_batch(sentences[:4])):
         np.testing.assert_array_equal(got, want)
-    assert prepacked(torch.randn(1 << 10, 1 << 9), 4, torch.float32, "onednn-packed") is not None
+    assert SHIPPED_MIN_ONEDNN_PACKED > embedder.model.stacks[0][0].w_recurrent.numel()
+    at_the_size = torch.randn(SHIPPED_MIN_ONEDNN_PACKED // 64, 64)
+    assert prepacked(at_the_size, 4, torch.float32, "onednn-packed") is not None
 
 
 @pytest.mark.skipif(bool(unavailable_reason("openblas")), reason=str(unavailable_reason("openblas")))
