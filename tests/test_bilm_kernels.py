@@ -71,23 +71,35 @@ def packs(model):
     ]
 
 
+def onednn_rows(rows):
+    """The row count oneDNN's packs are made for, for batches of ``rows`` sentences (MKL's: ``rows``)."""
+    return max(rows, kernels.ONEDNN_PACK_ROWS)
+
+
 def packed_sizes(model):
     """The batch size each LSTM weight is packed for (None: not packed)."""
     return {None if pack is None else pack.rows for pack in packs(model)}
 
 
 @pytest.mark.parametrize("name", PACKED_KERNELS)
-def test_prepacked_equals_plain_and_repacks_for_a_new_batch_size(embedder, sentences, fixtures_dir, name):
+def test_prepacked_equals_plain_mkl_repacks_for_a_new_batch_size_onednn_keeps_its_pack(
+    embedder, sentences, fixtures_dir, name
+):
     from test_bilm_reference import fixture_model_atol
 
     if unavailable_reason(name):
         pytest.skip(unavailable_reason(name))
+    onednn = name == "onednn-packed"
     embedder.model.set_kernels(name)
     packed = list(embedder.embed_sentences(sentences[:16], batch_size=8, sort_batches=1))
-    assert packed_sizes(embedder.model) == {8}
-    assert {pack.onednn for pack in packs(embedder.model)} == {name == "onednn-packed"}
+    first = packs(embedder.model)
+    assert packed_sizes(embedder.model) == {onednn_rows(8) if onednn else 8}
+    assert {pack.onednn for pack in first} == {onednn}
     packed += list(embedder.embed_sentences(sentences[16:], batch_size=14, sort_batches=1))
-    assert packed_sizes(embedder.model) == {len(sentences) - 16}
+    if onednn:
+        assert all(kept is pack for kept, pack in zip(packs(embedder.model), first))
+    else:
+        assert packed_sizes(embedder.model) == {len(sentences) - 16}
     embedder.model.set_kernels("torch")
     assert packed_sizes(embedder.model) == {None}
     plain = list(embedder.embed_sentences(sentences, batch_size=8))
@@ -120,7 +132,7 @@ def test_a_float32_step_on_onednn_packed_weights_equals_the_plain_product(rows):
     torch.manual_seed(0)
     weight, bias, a = torch.randn(64, 24), torch.randn(64), torch.randn(rows, 24)
     pack = prepacked(weight, 8, torch.float32, "onednn-packed")
-    assert pack is not None and pack.rows == 8 and pack.onednn and pack.packed.dtype == torch.float32
+    assert pack is not None and pack.rows == onednn_rows(8) and pack.onednn and pack.packed.dtype == torch.float32
     for b in (bias, None):
         plain = a @ weight.t() + (0 if b is None else b)
         packed = step_product(a, weight.t(), b, pack, "onednn-packed")
@@ -139,7 +151,7 @@ def test_a_bfloat16_step_on_onednn_packed_weights_equals_the_plain_bfloat16_prod
     a = torch.randn(rows, 24).bfloat16().float()
     low = weight.bfloat16()
     pack = prepacked(weight, 8, torch.bfloat16)
-    assert pack is not None and pack.rows == 8 and pack.packed.dtype == torch.bfloat16
+    assert pack is not None and pack.rows == onednn_rows(8) and pack.packed.dtype == torch.bfloat16
     for b in (bias, None):
         plain = product(a, low.t(), b, "torch")
         packed = step_product(a, low.t(), b, pack, "torch")
@@ -157,7 +169,7 @@ def test_bfloat16_inference_packs_the_step_weights_once_and_not_with_gradients(t
     before = embedder.embed_batch(sentences[:6])
     weight = embedder.model.stacks[1][0].w_recurrent
     pack = weight._packed_copy[1]
-    assert pack.packed.dtype == torch.bfloat16 and packed_sizes(embedder.model) == {6}
+    assert pack.packed.dtype == torch.bfloat16 and packed_sizes(embedder.model) == {onednn_rows(6)}
     for again, first in zip(embedder.embed_batch(sentences[:6]), before):
         np.testing.assert_array_equal(again, first)
     assert weight._packed_copy[1] is pack  # kept, not packed again
@@ -180,7 +192,8 @@ def test_every_kernel_set_matches_the_allennlp_reference(embedder, sentences, fi
     atol = fixture_model_atol(fixtures_dir, sentences, references)
     for layers, reference in zip(embedder.embed_batch(sentences), references):
         np.testing.assert_allclose(layers, reference, rtol=0, atol=atol)
-    assert packed_sizes(embedder.model) == ({len(sentences)} if name in PACKED_KERNELS else {None})
+    rows = {"mkl-packed": len(sentences), "onednn-packed": onednn_rows(len(sentences))}.get(name)
+    assert packed_sizes(embedder.model) == {rows}
 
 
 @needs_mkl

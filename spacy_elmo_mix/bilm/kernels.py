@@ -128,27 +128,34 @@ MAX_PACKED_RATIO = 4
 # [128, 512] projection weights, where it ran 3-14% slower end to end) keep the plain product; the
 # published sizes ([16384, 512], [512, 4096]) gain at every row count.
 MIN_ONEDNN_PACKED = 1 << 19
+# oneDNN's packed layout serves products of any row count, so its pack is kept when a batch's
+# sentence count changes (a float32 repack took 23 ms per LSTM at the published size); the row count
+# it is made for matters: a pack for 1 row ran 1.25-1.7x slower at 8-32 rows than one for 32, which
+# was within noise of one for 128 at every count from 1 to 128 (AMD EPYC, 1 thread).
+ONEDNN_PACK_ROWS = 32
 
 
 def prepacked(
     weight: Tensor, rows: int, dtype: torch.dtype = torch.float32, kernels: str = "mkl-packed"
 ) -> Optional[PackedWeight]:
     """``weight`` in a packed layout for products in ``dtype`` with ``rows`` rows, kept on the weight
-    while it, ``rows``, ``dtype`` and the library do not change (one packed copy per weight).
+    while it, ``dtype`` and the library do not change (one packed copy per weight).
 
-    float32 on ``kernels`` ``mkl-packed``: MKL's layout (needs MKL); None when it is larger than
-    :data:`MAX_PACKED_RATIO` times the weight. float32 on ``onednn-packed``, and bfloat16 on any
-    ``kernels``: oneDNN's layout of the weight in ``dtype`` (about that weight's size; needs oneDNN,
-    for bfloat16 with bfloat16 support); in float32 None for weights of fewer than
-    :data:`MIN_ONEDNN_PACKED` elements. None also off the CPU and when gradients are needed.
+    float32 on ``kernels`` ``mkl-packed``: MKL's layout for exactly ``rows`` rows (needs MKL; a new
+    ``rows`` repacks); None when it is larger than :data:`MAX_PACKED_RATIO` times the weight.
+    float32 on ``onednn-packed``, and bfloat16 on any ``kernels``: oneDNN's layout of the weight in
+    ``dtype`` (about that weight's size; needs oneDNN, for bfloat16 with bfloat16 support), made for
+    ``rows`` but at least :data:`ONEDNN_PACK_ROWS` rows and kept for products of any row count; in
+    float32 None for weights of fewer than :data:`MIN_ONEDNN_PACKED` elements. None also off the
+    CPU and when gradients are needed.
     """
     if weight.device.type != "cpu" or (torch.is_grad_enabled() and weight.requires_grad):
         return None
     onednn = dtype != torch.float32 or kernels == "onednn-packed"
-    key = (onednn, dtype, rows, weight._version, weight.data_ptr())
+    key = (onednn, dtype, None if onednn else rows, weight._version, weight.data_ptr())
     kept = getattr(weight, "_packed_copy", None)
     if kept is None or kept[0] != key:
-        kept = (key, _pack(weight.detach(), rows, dtype, onednn))
+        kept = (key, _pack(weight.detach(), max(rows, ONEDNN_PACK_ROWS) if onednn else rows, dtype, onednn))
         weight._packed_copy = kept
     return kept[1]
 

@@ -336,9 +336,10 @@ class BiLM(nn.Module):
         in addition (~300 MB for the published "original" model); weights whose packed copy would
         exceed :data:`~.kernels.MAX_PACKED_RATIO` times their size (small models such as the embedded
         one) are not packed. ``onednn-packed``: the same two weights in oneDNN's packed layout (about
-        their size again), packed and kept the same way; every step is one packed product, whatever
-        its row count; weights of fewer than :data:`~.kernels.MIN_ONEDNN_PACKED` elements are not
-        packed. The other sets keep no copies (switching to them frees the packed ones).
+        their size again), made once for the first batch's sentence count (at least
+        :data:`~.kernels.ONEDNN_PACK_ROWS`) and kept for any count; every step is one packed product,
+        whatever its row count; weights of fewer than :data:`~.kernels.MIN_ONEDNN_PACKED` elements
+        are not packed. The other sets keep no copies (switching to them frees the packed ones).
         Every set computes the same float32 sums grouped differently (within ~1e-7 of each other on
         the full-size model); with gradients, in bfloat16 and off the CPU the products are torch's.
         Raises ElmoConfigError for an unknown set or one this machine cannot run.
