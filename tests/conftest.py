@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -67,3 +68,29 @@ def tiny_embedder(tiny_model_files):
     from spacy_elmo_mix.bilm import ElmoEmbedder
 
     return ElmoEmbedder(*tiny_model_files)
+
+
+class LSTMCall(NamedTuple):
+    """One ``LSTMLayer.forward`` call: the layer and its arguments."""
+
+    layer: object
+    x: object
+    batch_sizes: list
+    rows: object
+
+
+@pytest.fixture
+def lstm_calls(monkeypatch):
+    """Every ``LSTMLayer.forward`` call made while the test runs, as :class:`LSTMCall`s (clear it to
+    count from a later point)."""
+    from spacy_elmo_mix.bilm.modules import LSTMLayer
+
+    calls = []
+    original = LSTMLayer.forward
+
+    def spy(self, x, batch_sizes, rows=None):
+        calls.append(LSTMCall(self, x, batch_sizes, rows))
+        return original(self, x, batch_sizes, rows)
+
+    monkeypatch.setattr(LSTMLayer, "forward", spy)
+    return calls

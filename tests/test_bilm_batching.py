@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spacy_elmo_mix.bilm.modules import LSTMLayer
-
 # Float32 GEMMs group sums differently for different numbers of rows: ~1e-6 on the tiny model.
 BATCH_TOLERANCE = dict(atol=1e-5, rtol=0)
 SENTENCE = "The quick brown fox jumps over the lazy dog .".split()
@@ -40,19 +38,12 @@ def test_batch_size_1_equals_64_in_input_order(tiny_embedder, corpus):
         np.testing.assert_allclose(a, b, **BATCH_TOLERANCE)
 
 
-def test_first_layer_multiplies_each_distinct_word_once(tiny_embedder, monkeypatch):
+def test_first_layer_multiplies_each_distinct_word_once(tiny_embedder, lstm_calls):
     """Each direction's first LSTM layer runs its input product on the batch's distinct words (the
     sentence markers included) and reads it per position; the layers above read every position."""
-    seen = []
-    original = LSTMLayer.forward
-
-    def spy(self, x, batch_sizes, rows=None):
-        seen.append((x.shape[0], None if rows is None else rows.shape[0]))
-        return original(self, x, batch_sizes, rows)
-
-    monkeypatch.setattr(LSTMLayer, "forward", spy)
     batch = [SENTENCE, SENTENCE, SHORT]
     tiny_embedder.embed_batch(batch)
+    seen = [(c.x.shape[0], None if c.rows is None else c.rows.shape[0]) for c in lstm_calls]
     distinct, positions = len(set(SENTENCE) | set(SHORT)) + 2, sum(len(s) + 2 for s in batch)
     assert sorted(seen, key=str) == sorted([(distinct, positions)] * 2 + [(positions, None)] * 2, key=str)
 
@@ -66,22 +57,15 @@ def test_empty_sentence(tiny_embedder):
 
 
 @pytest.mark.parametrize("top_layer", [0, 1])
-def test_top_layer_runs_only_lower_lstms(tiny_embedder, corpus, monkeypatch, top_layer):
+def test_top_layer_runs_only_lower_lstms(tiny_embedder, corpus, lstm_calls, top_layer):
     """Layers ``0..top_layer`` are identical to the full run; no LSTM above ``top_layer`` is called."""
     full = tiny_embedder.embed_batch(corpus[:8])
-    called = []
-    original = LSTMLayer.forward
-
-    def spy(self, *args, **kwargs):
-        called.append(self)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(LSTMLayer, "forward", spy)
+    lstm_calls.clear()
     partial = tiny_embedder.embed_batch(corpus[:8], top_layer=top_layer)
     for a, b in zip(partial, full):
         np.testing.assert_array_equal(a, b[: top_layer + 1])
     allowed = {id(stack[k]) for stack in tiny_embedder.model.stacks for k in range(top_layer)}
-    assert {id(layer) for layer in called} == allowed
+    assert {id(call.layer) for call in lstm_calls} == allowed
 
 
 @pytest.mark.parametrize("top_layer", [-1, 3, 1.0, True, "1"])

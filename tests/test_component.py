@@ -13,7 +13,6 @@ from thinc.api import fix_random_seed
 
 from elmo_testing import conll_examples, elmo_only_nlp, small_config, tagged_examples
 from spacy_elmo_mix import ElmoEmbedder
-from spacy_elmo_mix.bilm.modules import LSTMLayer
 from spacy_elmo_mix.errors import ElmoConfigError, ElmoFileError
 
 TEXT = "The cat sat on the mat. It was happy."
@@ -90,40 +89,28 @@ def test_docbin_keeps_layers(elmo_nlp):
     np.testing.assert_array_equal(restored._.elmo_layers, doc._.elmo_layers)
 
 
-def _count_lstm_calls(monkeypatch):
-    calls = []
-    original = LSTMLayer.forward
-
-    def spy(self, *args):
-        calls.append(self)
-        return original(self, *args)
-
-    monkeypatch.setattr(LSTMLayer, "forward", spy)
-    return calls
-
-
-def test_top_lstm_not_run_when_no_scheme_uses_it(tiny_model_files, monkeypatch):
+def test_top_lstm_not_run_when_no_scheme_uses_it(tiny_model_files, lstm_calls):
     nlp = elmo_only_nlp(
         tiny_model_files, {"@layers": "spacy-elmo-mix.ScalarMix.v1", "layers": [0, 1], "trainable": False}
     )
     bilm = nlp.get_pipe("elmo").model.shims[0]._model
-    calls = _count_lstm_calls(monkeypatch)
+    lstm_calls.clear()
     doc = nlp(TEXT)
     assert doc._.elmo_layers.shape[0] == 2
     top_layers = {id(bilm.stacks[0][1]), id(bilm.stacks[1][1])}
-    assert calls and not top_layers & {id(c) for c in calls}
+    assert lstm_calls and not top_layers & {id(c.layer) for c in lstm_calls}
 
 
-def test_listeners_decide_the_top_layer(tiny_model_files, data_dir, monkeypatch):
+def test_listeners_decide_the_top_layer(tiny_model_files, data_dir, lstm_calls):
     config = small_config("ner.cfg", *tiny_model_files, scheme="weighted12")
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     examples = conll_examples(data_dir / "conll2003" / "train.txt", 8, nlp)
     nlp.initialize(lambda: examples)
     bilm = nlp.get_pipe("elmo").model.shims[0]._model
-    calls = _count_lstm_calls(monkeypatch)
+    lstm_calls.clear()
     nlp.update(examples)
     nlp("Peter lives in Berlin .")
-    assert calls and not {id(bilm.stacks[0][1]), id(bilm.stacks[1][1])} & {id(c) for c in calls}
+    assert lstm_calls and not {id(bilm.stacks[0][1]), id(bilm.stacks[1][1])} & {id(c.layer) for c in lstm_calls}
 
 
 def test_scheme_with_missing_layer_fails_at_initialize(tiny_model_files, tmp_path):

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
 from elmo_testing import elmo_only_nlp
-from spacy_elmo_mix.bilm.modules import LSTMLayer
 from spacy_elmo_mix.layers.bilm_model import get_bilm, layer_cache
 
 TEXTS = ["The cat sat on the mat .", "Peter lives in Berlin .", "A third , longer sentence about caching layers ."]
@@ -16,19 +14,6 @@ TEXTS = ["The cat sat on the mat .", "Peter lives in Berlin .", "A third , longe
 def _nlp(tiny_model_files, **model_config):
     """The elmo component with a 512 MiB memory cache unless ``model_config`` says otherwise."""
     return elmo_only_nlp(tiny_model_files, **{"cache_memory_mb": 512, **model_config})
-
-
-@pytest.fixture
-def lstm_calls(monkeypatch):
-    calls = []
-    original = LSTMLayer.forward
-
-    def spy(self, x, batch_sizes, *rest):
-        calls.append(len(batch_sizes))
-        return original(self, x, batch_sizes, *rest)
-
-    monkeypatch.setattr(LSTMLayer, "forward", spy)
-    return calls
 
 
 def _layers(nlp, texts=TEXTS):
