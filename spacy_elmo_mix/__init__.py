@@ -3,9 +3,9 @@
 Heavy libraries (torch, h5py) are imported lazily, so registering this plugin's entry points keeps
 ``spacy.blank`` fast.
 
-oneDNN, which runs torch's CPU LSTMs and bfloat16 products, keeps a compiled primitive with its
-buffers for every shape it has run, 1,024 of them by default; the paper's BiLSTM meets a new shape
-with almost every batch (sentence lengths and length groups), and the kept primitives grew a
+oneDNN, which runs torch's CPU LSTMs and the BiLSTM kernel's and bfloat16 products, keeps a
+compiled primitive with its buffers for every shape it has run, 1,024 of them by default; shapes
+that follow sentence lengths are new with almost every batch, and the kept primitives grew a
 training process by gigabytes. Importing this package sets ``$ONEDNN_PRIMITIVE_CACHE_CAPACITY`` to
 :data:`ONEDNN_PRIMITIVES` unless it is set (a user's value wins); oneDNN reads it when it makes its
 first primitive, so it has no effect in a process that ran a oneDNN primitive before this import.

@@ -1,13 +1,16 @@
-"""The paper's BiLSTM (``tagging.bilstm.BiLSTMStack``): the unpacked fused path equals torch's own
-packed bidirectional LSTM, variational dropout, padding and empty rows."""
+"""The paper's BiLSTM (``tagging.bilstm.BiLSTMStack``): its step-packed CPU kernel
+(``tagging.packed_lstm``) and its padded fused path (torch's LSTM, the GPU's) equal torch's own packed
+bidirectional LSTM; variational dropout, empty rows, oneDNN's products against numpy's."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from spacy_elmo_mix.tagging.bilstm import BiLSTMStack, length_groups
+from spacy_elmo_mix.tagging import packed_lstm
+from spacy_elmo_mix.tagging.bilstm import BiLSTMStack
 
 LENGTHS = [12, 1, 7, 12, 3, 9]
 
@@ -21,6 +24,11 @@ def packed_reference(stack: BiLSTMStack, inputs: torch.Tensor, lengths: torch.Te
     return x
 
 
+def flat(padded: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """[B, L, D] -> [N, D]: each sentence's real positions, one after another (the stack's input)."""
+    return padded[torch.arange(padded.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)]
+
+
 def _batch(dtype, n_in: int = 8, seed: int = 0, sizes=LENGTHS):
     """Seeded random inputs for sentences of ``sizes`` tokens, zero past each length, and the lengths."""
     gen = torch.Generator().manual_seed(seed)
@@ -29,22 +37,29 @@ def _batch(dtype, n_in: int = 8, seed: int = 0, sizes=LENGTHS):
     return (torch.randn(len(sizes), max(sizes), n_in, generator=gen, dtype=dtype) * real), lengths
 
 
-def test_unpacked_path_equals_the_packed_lstm_in_float64():
-    """The same algorithm (forward over the padded rows, backward over each sentence reversed within
-    its length): outputs and input gradients agree with torch's packed LSTM to float64 rounding."""
+@pytest.mark.parametrize("path", ["kernel", "padded"])
+def test_both_paths_equal_the_packed_lstm_in_float64(path):
+    """The same algorithm: outputs, input and weight gradients agree with torch's packed LSTM to
+    float64 rounding, for the step-packed kernel (CPU) and the padded fused path (GPU)."""
     torch.manual_seed(1)
     stack = BiLSTMStack(8, 5, 2, dropout=0.0, recurrent_dropout=0.0).double().train()
     x, lengths = _batch(torch.float64)
     ours_in, ref_in = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
-    ours, ref = stack(ours_in, lengths), packed_reference(stack, ref_in, lengths)
+    ours = stack(flat(ours_in, lengths), lengths) if path == "kernel" else flat(stack.padded(ours_in, lengths), lengths)
+    ref = flat(packed_reference(stack, ref_in, lengths), lengths)
     torch.testing.assert_close(ours, ref, rtol=1e-12, atol=1e-12)
     weights = torch.randn(ours.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     (ours * weights).sum().backward()
+    grads = [p.grad.clone() for p in stack.parameters()]
+    stack.zero_grad()
     (ref * weights).sum().backward()
     torch.testing.assert_close(ours_in.grad, ref_in.grad, rtol=1e-12, atol=1e-12)
+    for grad, param in zip(grads, stack.parameters()):
+        torch.testing.assert_close(grad, param.grad, rtol=1e-12, atol=1e-12)
 
 
-def test_fused_float32_path_within_float32_error_of_the_reference():
+@pytest.mark.parametrize("onednn", [True, False])
+def test_fused_float32_path_within_float32_error_of_the_reference(onednn, monkeypatch):
     """float32 (the fused kernel, e.g. oneDNN on CPU) against the float64 reference.
 
     Error analysis: each gate's pre-activation is a dot product of K = input width + width terms, off by at
@@ -53,11 +68,15 @@ def test_fused_float32_path_within_float32_error_of_the_reference():
     over at most L steps; the second layer sees the first one's error through weights whose row sums
     S bounds again. Hence |diff| <= depth * L * K * u * S * (1 + S), with a factor 2 of margin.
     """
+    if not onednn:
+        monkeypatch.setattr(packed_lstm, "_LINEAR", None)  # numpy's products
+    elif packed_lstm._LINEAR is None:
+        pytest.skip("this torch has no oneDNN product (torch.ops.mkldnn._linear_pointwise)")
     torch.manual_seed(3)
     stack = BiLSTMStack(8, 5, 2, dropout=0.0, recurrent_dropout=0.0).eval()
     x, lengths = _batch(torch.float32)
     with torch.no_grad():
-        ours = stack(x, lengths)
+        ours = stack(flat(x, lengths), lengths)
         steps, terms = max(LENGTHS), max(8, 2 * 5) + 5
         scale = max(
             float(
@@ -69,7 +88,7 @@ def test_fused_float32_path_within_float32_error_of_the_reference():
             )
             for lstm in stack.lstms
         )
-        reference = packed_reference(stack.double(), x.double(), lengths)
+        reference = flat(packed_reference(stack.double(), x.double(), lengths), lengths)
     bound = 2 * len(stack.lstms) * steps * terms * 2.0**-24 * scale * (1 + scale)
     diff = float((ours.double() - reference).abs().max())
     assert diff <= bound, (diff, bound)
@@ -78,12 +97,18 @@ def test_fused_float32_path_within_float32_error_of_the_reference():
 def test_bilstm_variational_dropout_keeps_one_mask_per_sentence():
     torch.manual_seed(0)
     stack = BiLSTMStack(4, 3, 1, dropout=0.5, recurrent_dropout=0.0)
-    x = torch.ones(2, 5, 4)
-    dropped = stack._locked(x, torch.arange(2))
-    assert torch.equal(dropped[:, :1].expand_as(dropped), dropped)  # the same features dropped at every step
+    x = torch.ones(9, 4)
+    sentence = torch.tensor([0] * 5 + [1] * 4)
+    torch.manual_seed(1)
+    dropped = stack._locked_tokens(x, sentence, 2)
+    for rows in (dropped[:5], dropped[5:]):  # the same features dropped at every step of a sentence
+        assert torch.equal(rows[:1].expand_as(rows), rows)
     assert set(dropped.unique().tolist()) <= {0.0, 2.0}
+    torch.manual_seed(1)
+    padded = stack._locked(torch.ones(2, 5, 4))  # the padded path draws the same masks
+    assert torch.equal(padded[:, 0], dropped[[0, 5]])
     stack.eval()
-    assert torch.equal(stack._locked(x, torch.arange(2)), x)
+    assert torch.equal(stack._locked_tokens(x, sentence, 2), x)
 
 
 def test_bilstm_recurrent_dropout_zeroes_hidden_columns_in_training_only():
@@ -104,7 +129,7 @@ def test_recurrent_dropout_reaches_the_output_in_training():
     """The masked hidden-to-hidden weights are the ones the LSTM runs with (training only)."""
     torch.manual_seed(0)
     stack = BiLSTMStack(4, 6, 1, dropout=0.0, recurrent_dropout=0.5)
-    x, lengths = torch.randn(2, 5, 4), torch.tensor([5, 3])
+    x, lengths = torch.randn(8, 4), torch.tensor([5, 3])
     stack.eval()
     plain = stack(x, lengths)
     stack.train()
@@ -112,17 +137,19 @@ def test_recurrent_dropout_reaches_the_output_in_training():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_bilstm_output_ignores_padding_and_handles_empty_rows(dtype):
+def test_bilstm_sentences_are_independent_and_empty_ones_have_no_rows(dtype):
     torch.manual_seed(0)
     stack = BiLSTMStack(3, 4, 2, dropout=0.0, recurrent_dropout=0.0).to(dtype).eval()
-    x = torch.randn(3, 6, 3, dtype=dtype)
-    x[1, 2:] = 1e3  # padding with large values changes nothing
-    lengths = torch.tensor([6, 2, 0])
-    out = stack(x, lengths)
-    alone = stack(x[1:2, :2], torch.tensor([2]))
+    x = torch.randn(8, 3, dtype=dtype)
+    out = stack(x, torch.tensor([6, 0, 2]))
+    alone = stack(x[6:], torch.tensor([2]))
     # other batch shapes give other GEMM blockings: last-bit differences only (float32 defaults: rtol 1.3e-6, ~10 ulp)
-    torch.testing.assert_close(out[1, :2], alone[0])
-    assert out.shape == (3, 6, 8) and torch.count_nonzero(out[2]) == 0 and torch.count_nonzero(out[1, 2:]) == 0
+    torch.testing.assert_close(out[6:], alone)
+    assert out.shape == (8, 8) and stack(x[:0], torch.tensor([0, 0])).shape == (0, 8)
+    padded = stack.padded(torch.zeros(2, 3, 3, dtype=dtype), torch.tensor([0, 3]))
+    assert torch.count_nonzero(padded[0]) == 0  # the padded path: an empty row is zero
+    with pytest.raises(ValueError, match="rows"):
+        stack(x, torch.tensor([3, 3]))
 
 
 # 32 sentences of CoNLL-like lengths (1-60 tokens, in no order): the stack splits them into groups
@@ -162,18 +189,6 @@ CONLL_LENGTHS = [
 ]
 
 
-def test_length_groups_cover_the_batch_in_contiguous_groups():
-    lengths = sorted(CONLL_LENGTHS)
-    groups = length_groups(lengths)
-    assert groups[0][0] == 0 and groups[-1][1] == len(lengths)
-    assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(groups, groups[1:]))
-    assert len(groups) > 1  # lengths 1-60: padding to 60 costs more than a second call
-    assert length_groups([12] * 32) == [(0, 32)]  # equal lengths: nothing to save
-    assert length_groups([3]) == [(0, 1)] and length_groups([]) == []
-    with pytest.raises(ValueError, match="sorted"):
-        length_groups([5, 3])
-
-
 def _masked_packed_reference(stack: BiLSTMStack, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """The stack in training, through torch's packed ``nn.LSTM``, with the dropout masks drawn as
     documented: per layer one mask per sentence over its input features, in the batch's own order,
@@ -198,17 +213,22 @@ def _masked_packed_reference(stack: BiLSTMStack, inputs: torch.Tensor, lengths: 
     return locked(x)
 
 
-def test_grouped_stack_in_training_equals_the_packed_lstm_with_the_same_masks():
-    """Length groups change no sentence's arithmetic and draw the documented dropout masks: in
-    float64, with both dropouts on, outputs and gradients (input and weights) equal torch's packed
-    LSTM run with the masks drawn in the batch's own order."""
+@pytest.mark.parametrize("path", ["kernel", "padded"])
+def test_stack_in_training_equals_the_packed_lstm_with_the_same_masks(path):
+    """Both paths draw the documented dropout masks: in float64, with both dropouts on, outputs and
+    gradients (input and weights) equal torch's packed LSTM run with the masks drawn in the batch's
+    own order."""
     x, lengths = _batch(torch.float64, 6, sizes=CONLL_LENGTHS)
-    assert len(length_groups(sorted(CONLL_LENGTHS))) > 1
     torch.manual_seed(4)
     stack = BiLSTMStack(6, 5, 2, dropout=0.5, recurrent_dropout=0.5).double().train()
     weights = torch.linspace(-1, 1, x.shape[0] * x.shape[1] * 10, dtype=torch.float64).view(*x.shape[:2], 10)
+    weights = flat(weights, lengths)
+    ours = {
+        "kernel": lambda inputs, lengths: stack(flat(inputs, lengths), lengths),
+        "padded": lambda inputs, lengths: flat(stack.padded(inputs, lengths), lengths),
+    }[path]
     results = []
-    for run in (stack, lambda inputs, lengths: _masked_packed_reference(stack, inputs, lengths)):
+    for run in (ours, lambda inputs, lengths: flat(_masked_packed_reference(stack, inputs, lengths), lengths)):
         inputs = x.clone().requires_grad_(True)
         stack.zero_grad()
         torch.manual_seed(7)
@@ -223,9 +243,16 @@ def test_grouped_stack_in_training_equals_the_packed_lstm_with_the_same_masks():
         torch.testing.assert_close(grad, grad_ref, rtol=1e-12, atol=1e-12)
 
 
-def test_grouped_stack_equals_the_packed_lstm_in_float64():
-    torch.manual_seed(5)
-    stack = BiLSTMStack(6, 5, 2, dropout=0.0, recurrent_dropout=0.0).double().eval()
-    x, lengths = _batch(torch.float64, 6, seed=1, sizes=CONLL_LENGTHS)
-    assert len(length_groups(sorted(CONLL_LENGTHS))) > 1
-    torch.testing.assert_close(stack(x, lengths), packed_reference(stack, x, lengths), rtol=1e-12, atol=1e-12)
+@pytest.mark.parametrize("shape", [(70, 90, 33), (1, 7, 800), (513, 300, 64)])
+def test_products_within_float32_error_of_float64(shape):
+    """``packed_lstm.product`` (oneDNN, zero-padded to few shapes, where torch has it; numpy
+    otherwise): each entry within the float32 bound of a K-term sum, 2 K u sum_k |a_ik b_jk|
+    (u = 2**-24), of the float64 product."""
+    m, k, n = shape
+    a = np.random.default_rng(0).standard_normal((m, k), dtype=np.float32)
+    b = np.random.default_rng(1).standard_normal((n, k), dtype=np.float32)
+    exact = a.astype(np.float64) @ b.T.astype(np.float64)
+    bound = 2 * k * 2.0**-24 * (np.abs(a).astype(np.float64) @ np.abs(b).T.astype(np.float64))
+    ours = packed_lstm.product(a, b)
+    assert ours.shape == (m, n) and ours.dtype == np.float32
+    assert bool((np.abs(ours - exact) <= bound).all())

@@ -1,5 +1,6 @@
 """The thinc wrapper of the paper's BiLSTM (``tagging.bilstm.BiLSTMStack``): per-doc token vectors
-in, per-doc contextual vectors of width ``2 * width`` out; the input width is read at initialize."""
+in, per-doc contextual vectors of width ``2 * width`` out; the input width is read at initialize.
+The docs' vectors enter the stack as one array of all tokens, and leave it as views of one."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def BiLSTMEncoder(
         return BiLSTMStack(layer.get_dim("nI"), width, depth, dropout, recurrent_dropout)
 
     return TorchLayer(
-        "bilstm", build, {"nI": None, "nO": 2 * width}, _init, convert_inputs=_pad, convert_outputs=_unpad
+        "bilstm", build, {"nI": None, "nO": 2 * width}, _init, convert_inputs=_flatten, convert_outputs=_split_outputs
     )
 
 
@@ -32,30 +33,30 @@ def _init(model: Model, X: Optional[List[Floats2d]] = None, Y=None) -> None:
         model.set_dim("nI", X[0].shape[1])
 
 
-def _pad(model: Model, Xs: List[Floats2d], is_train: bool) -> Tuple[ArgsKwargs, Callable]:
-    """Docs' vectors -> a zero-padded [B, L, D] tensor and the lengths."""
+def _flatten(model: Model, Xs: List[Floats2d], is_train: bool) -> Tuple[ArgsKwargs, Callable]:
+    """Docs' vectors -> one [n_tokens, D] tensor (the docs one after another) and the lengths."""
     lengths = [len(x) for x in Xs]
-    padded = model.ops.alloc3f(len(Xs), max(lengths, default=0), model.get_dim("nI"))
-    for i, x in enumerate(Xs):
-        padded[i, : len(x)] = x
-    inputs = ArgsKwargs(args=(xp2torch(padded, requires_grad=is_train), torch.tensor(lengths)), kwargs={})
+    flat = model.ops.xp.concatenate(Xs) if Xs else model.ops.alloc2f(0, model.get_dim("nI"))
+    inputs = ArgsKwargs(args=(xp2torch(flat, requires_grad=is_train), torch.tensor(lengths)), kwargs={})
 
     def get_dX(d_inputs: ArgsKwargs) -> List[Floats2d]:
-        grad = torch2xp(d_inputs.args[0])
-        return [grad[i, :n] for i, n in enumerate(lengths)]
+        return _split(model, torch2xp(d_inputs.args[0]), lengths)
 
     return inputs, get_dX
 
 
-def _unpad(model: Model, X_Y, is_train: bool) -> Tuple[List[Floats2d], Callable]:
+def _split_outputs(model: Model, X_Y, is_train: bool) -> Tuple[List[Floats2d], Callable]:
     Xs, Y = X_Y
-    padded = torch2xp(Y)
-    Ys = [padded[i, : len(x)] for i, x in enumerate(Xs)]
+    Ys = _split(model, torch2xp(Y), [len(x) for x in Xs])
 
     def get_dY(dYs: List[Floats2d]) -> ArgsKwargs:
-        grad = model.ops.alloc3f(*padded.shape)
-        for i, dy in enumerate(dYs):
-            grad[i, : len(dy)] = dy
+        grad = model.ops.xp.concatenate(dYs) if dYs else model.ops.alloc2f(0, Y.shape[1])
         return ArgsKwargs(args=(Y,), kwargs={"grad_tensors": xp2torch(grad)})
 
     return Ys, get_dY
+
+
+def _split(model: Model, flat: Floats2d, lengths: List[int]) -> List[Floats2d]:
+    """One [n_tokens, D] array -> a view per doc."""
+    ends = model.ops.xp.cumsum(lengths).tolist()
+    return [flat[end - n : end] for n, end in zip(lengths, ends)]

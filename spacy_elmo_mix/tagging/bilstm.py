@@ -14,11 +14,12 @@ Masks scale kept units by ``1 / (1 - p)``; in ``eval()`` mode nothing is dropped
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict
 
-import numpy as np
 import torch
 from torch import Tensor, nn
+
+from .packed_lstm import PackedBiLSTMLayer, StepLayout
 
 
 def _check_rate(name: str, value: float) -> float:
@@ -28,7 +29,8 @@ def _check_rate(name: str, value: float) -> float:
 
 
 class BiLSTMStack(nn.Module):
-    """``depth`` bidirectional LSTM layers of ``width`` units per direction: [B, L, n_in] -> [B, L, 2 * width].
+    """``depth`` bidirectional LSTM layers of ``width`` units per direction: [N, n_in] -> [N, 2 * width]
+    over a batch of sentences whose N tokens come one after another.
 
     n_in: input features. width: units per direction. depth: layers.
     dropout: variational dropout rate of each layer's input and of the output.
@@ -45,60 +47,69 @@ class BiLSTMStack(nn.Module):
         self.lstms = nn.ModuleList(nn.LSTM(size, width, batch_first=True, bidirectional=True) for size in sizes)
 
     def forward(self, inputs: Tensor, lengths: Tensor) -> Tensor:
-        """inputs: [B, L, n_in], zero past each length; lengths: [B] (0 allowed: a zero output row)."""
+        """inputs: [N, n_in], the batch's sentences one after another (N = lengths.sum()); lengths:
+        [B] (0 allowed). Returns [N, 2 * width], forward direction first.
+
+        On the CPU each layer runs as one step-packed kernel (``tagging.packed_lstm``: no padding,
+        both directions at once); elsewhere (a GPU) as torch's fused LSTM over the padded batch
+        (:meth:`padded`), which is also the reference the kernel is tested against."""
+        lengths = lengths.cpu()
+        if inputs.shape[0] != int(lengths.sum()):
+            raise ValueError(f"inputs has {inputs.shape[0]} rows, the lengths sum to {int(lengths.sum())}")
+        if inputs.device.type != "cpu":
+            return _unpad(self.padded(_pad(inputs, lengths), lengths), lengths)
+        layout = StepLayout(lengths.tolist())
+        sentence = torch.repeat_interleave(torch.arange(len(lengths)), lengths)
+        x = self._locked_tokens(inputs, sentence, len(lengths))
+        for lstm in self.lstms:
+            params = self._recurrent_weights(lstm)
+            x = PackedBiLSTMLayer.apply(
+                x, layout, *(params[f"{name}{suffix}"] for suffix in _SUFFIXES for name in _NAMES)
+            )
+            x = self._locked_tokens(x, sentence, len(lengths))
+        return x
+
+    def _locked_tokens(self, x: Tensor, sentence: Tensor, n_sentences: int) -> Tensor:
+        """``x`` ([N, D]) times one dropout mask per sentence (``sentence``: each token's), drawn
+        for the sentences in the batch's order (as :meth:`_locked`)."""
+        if not self.training or self.dropout == 0.0:
+            return x
+        keep = 1.0 - self.dropout
+        return x * x.new_empty(n_sentences, x.shape[1]).bernoulli_(keep).div_(keep)[sentence]
+
+    def padded(self, inputs: Tensor, lengths: Tensor) -> Tensor:
+        """The stack over a padded batch ([B, L, n_in], zero past each length; lengths [B], 0
+        allowed) -> [B, L, 2 * width], zero past each length, as torch's fused LSTM calls: the
+        forward direction over the padded rows as they are (padding comes after a sentence's last
+        token, where nobody reads), the backward direction over each sentence reversed within its
+        own length (its padding then comes last too). The dropout masks are drawn as in
+        :meth:`forward`, so both give the same results up to float rounding."""
         lengths = lengths.cpu()
         live = lengths > 0
-        if bool(live.all()):
-            return self._stack(inputs, lengths)
-        output = inputs.new_zeros(*inputs.shape[:2], self.lstms[-1].hidden_size * 2)
-        if bool(live.any()):
-            output[live] = self._stack(inputs[live], lengths[live])
-        return output
-
-    def _stack(self, inputs: Tensor, lengths: Tensor) -> Tensor:
-        """The layers over a padded batch, without packing: the forward direction runs over the
-        padded rows as they are (padding comes after a sentence's last token, where nobody reads),
-        the backward direction over each sentence reversed within its own length (its padding then
-        comes last too), so each direction runs as fused LSTM calls. A packed batch would run step by
-        step, each step's slice of the packed input costing a zero-filled gradient of the whole input
-        in the backward pass (quadratic in the sentence length).
-
-        The padded steps are work too (a batch of 32 CoNLL sentences has about twice as many steps as
-        tokens), so the sentences run sorted by length in a few groups (:func:`length_groups`), each
-        group's calls only as long as its longest sentence. Each sentence's arithmetic is the same in
-        any group; the dropout masks are drawn for the batch in its own order, as without groups."""
-        total = inputs.shape[1]
-        order = torch.argsort(lengths, stable=True)
-        lengths = lengths[order]
-        # on a GPU a step costs about the same for any number of rows: one group there
-        groups = length_groups(lengths.tolist()) if inputs.device.type == "cpu" else [(0, len(lengths))]
-        steps = torch.arange(total).unsqueeze(0)
+        if not bool(live.all()):
+            output = inputs.new_zeros(*inputs.shape[:2], self.lstms[-1].hidden_size * 2)
+            if bool(live.any()):
+                output[live] = self.padded(inputs[live], lengths[live])
+            return output
+        steps = torch.arange(inputs.shape[1]).unsqueeze(0)
         ends = lengths.unsqueeze(1)
         # t -> its mirror within the length
         mirror = torch.where(steps < ends, ends - 1 - steps, steps).to(inputs.device)
         real = (steps < ends).unsqueeze(2).to(device=inputs.device, dtype=inputs.dtype)
-        order = order.to(inputs.device)
-        x = inputs[order]
+        x = self._locked(inputs)
         for lstm in self.lstms:
-            x = self._locked(x, order)
             params = self._recurrent_weights(lstm)
-            outputs = []
-            for start, stop in groups:
-                longest = int(lengths[stop - 1])
-                rows, index = x[start:stop, :longest], mirror[start:stop, :longest]
-                forward = _lstm(rows, params, "", self.training)
-                backward = _gather_steps(_lstm(_gather_steps(rows, index), params, "_reverse", self.training), index)
-                outputs.append(nn.functional.pad(torch.cat([forward, backward], dim=2), (0, 0, 0, total - longest)))
-            x = torch.cat(outputs) * real  # zero past each length, as documented
-        return self._locked(x, order)[torch.argsort(order)]
+            forward = _lstm(x, params, "", self.training)
+            backward = _gather_steps(_lstm(_gather_steps(x, mirror), params, "_reverse", self.training), mirror)
+            x = self._locked(torch.cat([forward, backward], dim=2) * real)
+        return x
 
-    def _locked(self, x: Tensor, order: Tensor) -> Tensor:
-        """``x`` ([B, L, D], the batch's sentences in ``order``) times one dropout mask per sentence,
-        drawn for the sentences in their own order."""
+    def _locked(self, x: Tensor) -> Tensor:
+        """``x`` ([B, L, D]) times one dropout mask per sentence, for all its steps."""
         if not self.training or self.dropout == 0.0:
             return x
         keep = 1.0 - self.dropout
-        return x * x.new_empty(x.shape[0], 1, x.shape[2]).bernoulli_(keep).div_(keep)[order]
+        return x * x.new_empty(x.shape[0], 1, x.shape[2]).bernoulli_(keep).div_(keep)
 
     def _recurrent_weights(self, lstm: nn.LSTM) -> Dict[str, Tensor]:
         """The LSTM's parameters, hidden-to-hidden columns of dropped units zeroed in training."""
@@ -113,36 +124,20 @@ class BiLSTMStack(nn.Module):
         return params
 
 
-# The cost of a group of ``n`` sentences whose longest has ``t`` tokens, in row-steps of one LSTM
-# direction: ``(n + STEP_OVERHEAD) * t + CALL_OVERHEAD``: a fused call's step costs a few rows'
-# worth on top of its rows, and each group adds a dozen small operations to the forward and backward
-# passes. Measured on batches of 32 CoNLL-2000 training sentences (2 x 100 units, one AMD EPYC core),
-# these values split a batch into 2-3 groups and run the BiLSTM's forward and backward passes 1.5x
-# as fast as one padded group (speed is flat from 2 to 4 groups); a whole training step of the
-# BiLSTM-CRF 1.17x (bench/bilstm_groups.py). CPU only: on a GPU the stack runs one group.
-STEP_OVERHEAD = 3.0
-CALL_OVERHEAD = 30.0
+_NAMES = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
+_SUFFIXES = ("", "_reverse")
 
 
-def length_groups(lengths: List[int]) -> List[Tuple[int, int]]:
-    """The cheapest split of a batch of sentences sorted by ``lengths`` (ascending, each >= 1) into
-    contiguous groups ``[start, stop)`` under the cost model above (dynamic programming over the
-    split points; one group when padding costs less than the calls)."""
-    sizes = np.asarray(lengths, dtype=np.float64)
-    if len(sizes) and bool((np.diff(sizes) < 0).any()):
-        raise ValueError(f"lengths must be sorted ascending, got {lengths}")
-    best = np.zeros(len(sizes) + 1)  # best[j]: cost of the first j sentences
-    split = np.zeros(len(sizes) + 1, dtype=np.int64)
-    starts = np.arange(len(sizes))
-    for stop in range(1, len(sizes) + 1):
-        costs = best[:stop] + (stop - starts[:stop] + STEP_OVERHEAD) * sizes[stop - 1] + CALL_OVERHEAD
-        split[stop] = int(np.argmin(costs))
-        best[stop] = costs[split[stop]]
-    groups, stop = [], len(sizes)
-    while stop > 0:
-        groups.append((int(split[stop]), stop))
-        stop = int(split[stop])
-    return groups[::-1]
+def _pad(x: Tensor, lengths: Tensor) -> Tensor:
+    """[N, D] tokens -> [B, L, D], zero past each length."""
+    rows = list(torch.split(x, lengths.tolist()))
+    return nn.utils.rnn.pad_sequence(rows, batch_first=True) if rows else x.new_zeros(0, 0, x.shape[1])
+
+
+def _unpad(x: Tensor, lengths: Tensor) -> Tensor:
+    """[B, L, D] -> [N, D]: each sentence's real positions, one after another."""
+    real = torch.arange(x.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
+    return x[real.to(x.device)]
 
 
 def _lstm(x: Tensor, params: Dict[str, Tensor], suffix: str, training: bool) -> Tensor:
