@@ -82,8 +82,9 @@ class BiLSTMStack(nn.Module):
         allowed) -> [B, L, 2 * width], zero past each length, as torch's fused LSTM calls: the
         forward direction over the padded rows as they are (padding comes after a sentence's last
         token, where nobody reads), the backward direction over each sentence reversed within its
-        own length (its padding then comes last too). The dropout masks are drawn as in
-        :meth:`forward`, so both give the same results up to float rounding."""
+        own length (its padding then comes last too). Without empty sentences the dropout masks are
+        drawn as in :meth:`forward`, so both give the same results up to float rounding (with them,
+        the empty rows draw no masks here)."""
         lengths = lengths.cpu()
         live = lengths > 0
         if not bool(live.all()):
