@@ -8,7 +8,8 @@ runs over each sentence reversed within its own length, so it has the same block
 padding anywhere:
 
 - the input products of both directions are one matrix product over all tokens (``[N, n_in] x
-  [n_in, 8 * width]``), as are, in the backward pass, the weight gradients and the input gradient;
+  [n_in, 8 * width]``), as are, in the backward pass, the weight gradients and the input gradient
+  (:func:`product`: oneDNN's where torch has it, numpy's otherwise);
 - each step does one small recurrent product per direction and a few whole-array operations in
   numpy on ``[2, n_t, ...]`` blocks (numpy's per-call cost is a fraction of torch's at these sizes,
   and its ``tanh`` is vectorised where torch's float32 ``tanh`` is not);
@@ -41,8 +42,9 @@ def _onednn_linear() -> Optional[Callable]:
 
 
 _LINEAR = _onednn_linear()
-# oneDNN makes a kernel per shape and keeps the last 1,024 (ONEDNN_PRIMITIVE_CACHE_CAPACITY); the token
-# count varies from batch to batch, so it is padded with zero rows to a multiple of this.
+# oneDNN makes a kernel per shape and keeps the last few (128 once this package is imported,
+# spacy_elmo_mix.ONEDNN_PRIMITIVES); the token count varies from batch to batch, so it is padded
+# with zeros to a multiple of this: about 8 counts per product shape for CoNLL batches of 32.
 SHAPE_STEP = 64
 
 
