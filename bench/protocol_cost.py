@@ -29,18 +29,24 @@ from spacy_elmo_mix.atomic import write_text_atomic
 from spacy_elmo_mix.workflow.run import CONFIG_DIR, task_for
 
 
-def protocol_pipeline(dataset: str, corpus: Path, cache_dir: str):
+def protocol_pipeline(
+    dataset: str, corpus: Path, cache_dir: str, overrides: Optional[Dict[str, object]] = None, train_sentences: int = 0
+):
     """The paper's BiLSTM-CRF for ``dataset`` (scheme ``weighted``, the layer cache of ``cache_dir``),
-    initialized: ``(nlp, optimizer, train examples, dev examples)`` on the corpus's own tokens."""
+    initialized: ``(nlp, optimizer, train examples, dev examples)`` on the corpus's own tokens.
+
+    overrides: more config overrides (e.g. another scheme). train_sentences: train on the first N
+    sentences only (0: all)."""
     task = task_for(dataset, architecture="paper")
     overrides = {
         "paths.train": str(corpus / dataset / "train.spacy"),
         "paths.dev": str(corpus / dataset / "dev.spacy"),
         "initialize.components.elmo.cache_dir": cache_dir,
         "initialize.components.elmo.cache_dtype": "float16",
+        **(overrides or {}),
     }
     nlp = spacy.util.load_model_from_config(load_config(CONFIG_DIR / task.config, overrides=overrides), auto_fill=True)
-    train = list(Corpus(corpus / dataset / "train.spacy", gold_preproc=True)(nlp))
+    train = list(Corpus(corpus / dataset / "train.spacy", gold_preproc=True)(nlp))[: train_sentences or None]
     dev = list(Corpus(corpus / dataset / "dev.spacy", gold_preproc=True)(nlp))
     optimizer = nlp.initialize(lambda: train)
     nlp.evaluate(dev)  # fills the memory cache as the first evaluation of a run does

@@ -36,6 +36,7 @@ import torch
 
 from allennlp_speed import cpu_flags
 from bilm_speed import cpu_name
+from protocol_cost import protocol_pipeline
 from spacy_elmo_mix.atomic import write_text_atomic
 
 TIMES: Dict[str, float] = defaultdict(float)
@@ -131,28 +132,12 @@ def _onednn(a: np.ndarray, b: np.ndarray) -> Optional[Callable]:
 
 
 def profile(scheme: str, sentences: int, epochs: int, corpus: Path, cache_dir: str) -> Dict:
-    import spacy
-    from spacy.training import Corpus
-    from spacy.util import load_config, minibatch
-
-    from spacy_elmo_mix.workflow.run import CONFIG_DIR
+    from spacy.util import fix_random_seed, minibatch
 
     instrument()
-    overrides = {
-        "paths.train": str(corpus / "train.spacy"),
-        "paths.dev": str(corpus / "dev.spacy"),
-        "initialize.components.elmo.cache_dir": cache_dir,
-        "initialize.components.elmo.cache_dtype": "float16",
-        "components.crf_ner.model.tok2vec.elmo.mixer.name": scheme,
-    }
-    nlp = spacy.util.load_model_from_config(
-        load_config(CONFIG_DIR / "crf_ner.cfg", overrides=overrides), auto_fill=True
-    )
-    train = list(Corpus(corpus / "train.spacy", gold_preproc=True)(nlp))[:sentences]
-    dev = list(Corpus(corpus / "dev.spacy", gold_preproc=True)(nlp))
-    spacy.util.fix_random_seed(0)
-    optimizer = nlp.initialize(lambda: train)
-    nlp.evaluate(dev)  # fills the memory cache, as a run's first evaluation does
+    fix_random_seed(0)  # before the pipeline's weights are made (at initialize)
+    mixer = {"components.crf_ner.model.tok2vec.elmo.mixer.name": scheme}
+    nlp, optimizer, train, dev = protocol_pipeline("conll2003", corpus, cache_dir, mixer, sentences)
     rows = []
     for _ in range(epochs):
         TIMES.clear()
@@ -264,7 +249,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--rounds", type=int, default=2, help="runs of each checkout, with --baseline")
     parser.add_argument("--sentences", type=int, default=2000)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--corpus", type=Path, default=Path("corpus/conll2003"))
+    parser.add_argument("--corpus", type=Path, default=Path("corpus"), help="the project's corpus folder")
     parser.add_argument("--cache-dir", default="cache")
     parser.add_argument("--output", type=Path, help="also write the markdown table here")
     parser.add_argument("--json", type=Path, help="also write the measurements here")

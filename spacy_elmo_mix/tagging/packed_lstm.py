@@ -100,7 +100,8 @@ class StepLayout:
         self.forward_tokens = starts[sentence] + step
         self.backward_tokens = starts[sentence] + sizes[sentence] - 1 - step
         # rows of steps >= 1 -> the row of the same sentence one step earlier
-        first = int(self.counts[0]) if steps else 0
+        self.first_rows = int(self.counts[0]) if steps else 0  # the rows of step 0
+        first = self.first_rows
         self.previous_rows = self.offsets[step[first:] - 1] + row[first:]
         self.steps = steps
 
@@ -161,7 +162,7 @@ class PackedBiLSTMLayer(torch.autograd.Function):
         gates, hidden, cells, tanh_cells = ctx.state
         width = w_hh.shape[2]
         d_gates = _run_backward(layout, layout.pack(d_output.numpy(), width), gates, cells, tanh_cells, w_hh)
-        first = int(layout.counts[0]) if layout.steps else 0
+        first = layout.first_rows
         previous = hidden[:, layout.previous_rows]
         d_w_hh = np.stack([product(d_gates[d, first:].T, previous[d].T) for d in range(2)])
         d_tokens = layout.unpack(d_gates)  # [N, 8 * width]: both directions' gate gradients
@@ -192,7 +193,7 @@ def _run_forward(
     replaced by the gates' values; returns the hidden states, cells and ``tanh`` of the cells."""
     shape = (2, layout.n_tokens, width)
     hidden, cells, tanh_cells = np.empty(shape, gates.dtype), np.empty(shape, gates.dtype), np.empty(shape, gates.dtype)
-    first = int(layout.counts[0]) if layout.steps else 0
+    first = layout.first_rows
     recurrent = np.empty((2, first, 4 * width), gates.dtype)
     kept = np.empty((2, first, width), gates.dtype)
     w_hh_t = np.ascontiguousarray(w_hh.transpose(0, 2, 1))
@@ -229,7 +230,7 @@ def _run_backward(
     width = cells.shape[2]
     g, i, f, o = (gates[:, :, k * width : (k + 1) * width] for k in range(4))
     previous_cells = np.zeros_like(cells)
-    first = int(layout.counts[0]) if layout.steps else 0
+    first = layout.first_rows
     previous_cells[:, first:] = cells[:, layout.previous_rows]
     # d pre-activation = factor * (dc for g, i, f; dh for o), and dc = dh * o * (1 - tanh(c)^2) + carry
     factors = np.empty_like(gates)
