@@ -243,16 +243,17 @@ def test_stack_in_training_equals_the_packed_lstm_with_the_same_masks(path):
         torch.testing.assert_close(grad, grad_ref, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("tokens", ["rows", "inner"])
 @pytest.mark.parametrize("shape", [(70, 90, 33), (1, 7, 800), (513, 300, 64)])
-def test_products_within_float32_error_of_float64(shape):
-    """``packed_lstm.product`` (oneDNN, zero-padded to few shapes, where torch has it; numpy
-    otherwise): each entry within the float32 bound of a K-term sum, 2 K u sum_k |a_ik b_jk|
-    (u = 2**-24), of the float64 product."""
+def test_products_within_float32_error_of_float64(shape, tokens):
+    """``packed_lstm.product`` (oneDNN, the token dimension zero-padded to few shapes, where torch
+    has it; numpy otherwise): each entry within the float32 bound of a K-term sum,
+    2 K u sum_k |a_ik b_jk| (u = 2**-24), of the float64 product."""
     m, k, n = shape
     a = np.random.default_rng(0).standard_normal((m, k), dtype=np.float32)
     b = np.random.default_rng(1).standard_normal((n, k), dtype=np.float32)
     exact = a.astype(np.float64) @ b.T.astype(np.float64)
     bound = 2 * k * 2.0**-24 * (np.abs(a).astype(np.float64) @ np.abs(b).T.astype(np.float64))
-    ours = packed_lstm.product(a, b)
+    ours = packed_lstm.product(a, b, tokens=tokens)
     assert ours.shape == (m, n) and ours.dtype == np.float32
     assert bool((np.abs(ours - exact) <= bound).all())

@@ -23,6 +23,19 @@ F64 = torch.float64
 pytestmark = pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True:UserWarning")
 
 
+def _log_domain_only(monkeypatch) -> None:
+    monkeypatch.setattr(crf_module.ScaledForwardBackward, "log_sum", staticmethod(lambda *args: None))
+
+
+@pytest.fixture(autouse=True, params=["scaled", "log-domain"])
+def log_z_algorithm(request, monkeypatch):
+    """Every test runs with both ways to log Z and its gradient: the CPU's scaled forward-backward
+    and the log-domain forward algorithm (the GPU's, and the CPU's fallback for extreme scores)."""
+    if request.param == "log-domain":
+        _log_domain_only(monkeypatch)
+    return request.param
+
+
 # ---------------------------------------------------------------------------------------------
 # Helpers: random CRFs and batches, and the brute-force references
 # ---------------------------------------------------------------------------------------------
@@ -272,11 +285,83 @@ def test_gradcheck_nll_all_forbidden_sums_stay_finite(monkeypatch):
         _, consistent = _brute(crf, emissions[b, :n], n, known=gold[b, :n].tolist())
         assert float(nll[b]) == pytest.approx(_logsumexp(all_scores) - _logsumexp(consistent), rel=1e-12)
     # The case does exercise the all -inf sums: with torch's own logsumexp the gradient is NaN.
+    _log_domain_only(monkeypatch)
     monkeypatch.setattr(crf_module, "_logsumexp", lambda x, dim: torch.logsumexp(x, dim=dim))
     e = emissions.detach().clone().requires_grad_(True)
     nan_grads = torch.autograd.grad(crf.nll(e, gold, lengths).sum(), (e, crf.transitions))
     assert any(torch.isnan(g).any() for g in nan_grads)
     assert all(torch.isfinite(g).all() for g in grads)
+
+
+# ---------------------------------------------------------------------------------------------
+# The scaled forward-backward (the CPU's way) against the log-domain forward algorithm
+# ---------------------------------------------------------------------------------------------
+
+
+def _nll_and_grads(crf: LinearChainCRF, emissions: torch.Tensor, tags: torch.Tensor, lengths: torch.Tensor):
+    e = emissions.detach().clone().requires_grad_(True)
+    nll = crf.nll(e, tags, lengths)
+    grads = torch.autograd.grad(nll.sum(), (e, crf.transitions, crf.start, crf.end))
+    return nll.detach(), grads
+
+
+@pytest.mark.parametrize("unknown", [False, True])
+def test_scaled_forward_backward_is_taken_and_exact_in_float32(log_z_algorithm, monkeypatch, unknown):
+    """A CoNLL-like float32 batch (9 BIO tags, lengths 1-40) takes the scaled path, whose float64
+    sums make its float32 results the float64 log-domain ones rounded once: within one float32
+    rounding (2^-24 relative) of them, where the float32 log-domain loop itself errs by about L*T
+    roundings of log Z's magnitude."""
+    if log_z_algorithm != "scaled":
+        pytest.skip("compares the two algorithms itself")
+    tags, allowed = _scheme_allowed("BIO", ["PER", "LOC", "ORG", "MISC"])
+    lengths = [40, 1, 17, 33, 8, 25]
+    crf32 = _crf(len(tags), 61, allowed, dtype=torch.float32)
+    emissions, lengths_t = _batch(lengths, len(tags), 62, dtype=torch.float32)
+    rng = np.random.default_rng(63)
+    gold = torch.zeros(emissions.shape[:2], dtype=torch.long)  # all O: valid
+    if unknown:
+        gold = gold.masked_fill(torch.from_numpy(rng.random(gold.shape) < 0.3), -1)
+    assert crf_module.ScaledForwardBackward.log_sum(emissions, lengths_t, *crf32.constrained()) is not None
+    nll, grads = _nll_and_grads(crf32, emissions, gold, lengths_t)
+    crf64 = crf32.to(F64)
+    _log_domain_only(monkeypatch)
+    nll64, grads64 = _nll_and_grads(crf64, emissions.to(F64), gold, lengths_t)
+    u = 2.0**-24
+    log_z = crf64.log_partition(emissions.to(F64), lengths_t)
+    # nll = log Z - numerator: each rounded once (error u * |term|), then subtracted in float32.
+    assert ((nll.to(F64) - nll64).abs() <= 3 * u * (log_z.abs() + nll64.abs()) + 1e-30).all()
+    # A gradient is (marginal of log Z) - (that of the numerator), each part rounded once to
+    # float32 and their difference once more: at most 2 u (|a| + |b|) + u |a - b|, where a part is
+    # at most 1 for an emission and at most the batch's token count for a start, end or transition.
+    for g, g64, part in zip(grads, grads64, [1, sum(lengths), len(lengths), len(lengths)]):
+        assert ((g.to(F64) - g64).abs() <= u * (4 * part + g64.abs()) + 1e-30).all()
+
+
+def test_scaled_forward_backward_steps_aside_for_extreme_and_non_finite_scores(log_z_algorithm):
+    """Where the scaled sums would underflow (a forced tag scored far below the others) or a score
+    is not finite, the log-domain algorithm runs instead, with its own results."""
+    if log_z_algorithm != "scaled":
+        pytest.skip("calls the scaled algorithm itself")
+    allowed = (torch.tensor([True, False]), torch.ones(2, 2, dtype=torch.bool), torch.ones(2, dtype=torch.bool))
+    crf = _crf(2, 71, allowed)
+    emissions, lengths = _batch([3, 2], 2, 72)
+    assert crf_module.ScaledForwardBackward.log_sum(emissions, lengths, *crf.constrained()) is not None
+    far = emissions.clone()
+    far[:, 0, 1] = 1e4  # only tag 0 may start: the first step's sum is exp(-1e4) of its maximum
+    assert crf_module.ScaledForwardBackward.log_sum(far, lengths, *crf.constrained()) is None
+    log_z = crf.log_partition(far, lengths)
+    for b, n in enumerate([3, 2]):
+        _, brute = _brute(crf, far[b, :n], n)
+        assert float(log_z[b]) == pytest.approx(_logsumexp(brute), rel=1e-12)
+    for bad in (float("nan"), float("inf")):
+        hostile = emissions.clone()
+        hostile[1, 1, 0] = bad
+        assert crf_module.ScaledForwardBackward.log_sum(hostile, lengths, *crf.constrained()) is None
+    # Padding is never read, whatever it holds.
+    padded = emissions.clone()
+    padded[1, 2] = float("nan")
+    got = crf_module.ScaledForwardBackward.log_sum(padded, lengths, *crf.constrained())
+    assert got is not None and torch.equal(got, crf.log_partition(emissions, lengths))
 
 
 # ---------------------------------------------------------------------------------------------

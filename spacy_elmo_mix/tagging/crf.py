@@ -72,7 +72,17 @@ class LinearChainCRF(nn.Module):
         # torch's log-sum-exp when no sum can be all -inf: every tag follows some allowed start
         # (then some tag at every position) and some end is allowed; the NaN-free one otherwise
         reachable = (self.allowed_start.unsqueeze(1) & self.allowed_transitions).any(0).all() & self.allowed_end.any()
-        return self._forward(emissions, lengths, torch.logsumexp if bool(reachable) else _logsumexp)
+        return self._log_sum(emissions, lengths, torch.logsumexp if bool(reachable) else _logsumexp)
+
+    def _log_sum(self, emissions: Tensor, lengths: Tensor, logsumexp) -> Tensor:
+        """log of the sum over tag sequences of exp(score) (-inf emissions allowed): on the CPU by
+        :class:`ScaledForwardBackward` where its scaled sums stay in range, else by the
+        log-domain forward algorithm (``logsumexp``: the function that one uses)."""
+        if emissions.device.type == "cpu" and emissions.dtype in (torch.float32, torch.float64):
+            fast = ScaledForwardBackward.log_sum(emissions, lengths, *self.constrained())
+            if fast is not None:
+                return fast
+        return self._forward(emissions, lengths, logsumexp)
 
     def _forward(self, emissions: Tensor, lengths: Tensor, logsumexp) -> Tensor:
         """The forward algorithm, unmasked over the padded batch: each sentence's sum is read at its
@@ -114,7 +124,7 @@ class LinearChainCRF(nn.Module):
             known = tags.clamp(min=0).unsqueeze(2) == torch.arange(self.n_tags, device=tags.device)
             free = (tags == UNKNOWN).unsqueeze(2) | known
             # sums where every term is forbidden occur here: the NaN-free log-sum-exp
-            numerator = self._forward(emissions.masked_fill(~free, float("-inf")), lengths, _logsumexp)
+            numerator = self._log_sum(emissions.masked_fill(~free, float("-inf")), lengths, _logsumexp)
         else:
             numerator = self.path_score(emissions, tags, lengths)
         return self.log_partition(emissions, lengths) - numerator
@@ -151,6 +161,123 @@ class LinearChainCRF(nn.Module):
         path = _backtrack(pointers, tag, emissions.shape[1])[unsort]
         score = final[np.arange(len(tag)), tag][unsort]
         return torch.from_numpy(path).to(emissions.device), torch.from_numpy(score).to(emissions.device)
+
+
+class ScaledForwardBackward(torch.autograd.Function):
+    """log Z of a padded batch and its gradient by the scaled forward-backward algorithm (Rabiner
+    1989) in float64 numpy, for the CPU: per step one ``[n_t, T] x [T, T]`` product and two
+    whole-array operations on the ``n_t`` sentences still running (sorted by length, as
+    :meth:`LinearChainCRF.decode`), where the log-domain loop in torch costs a log-sum-exp and its
+    autograd graph per step. The gradients are the marginals, computed once after one backward
+    sweep: ``dlogZ/de[t, j] = P(y_t = j)``, ``dlogZ/dtransitions[i, j] = sum_t P(y_{t-1} = i, y_t = j)``,
+    ``dlogZ/dstart = P(y_0)``, ``dlogZ/dend = P(y_{n-1})``.
+
+    Every factor is an ``exp`` of a score minus its maximum (so at most 1; forbidden scores give 0)
+    and every step's sum is divided out and its log accumulated, so nothing overflows; float64 keeps
+    sums of up to ~700 nats below the step's maximum exact. Where a step's sum still falls below
+    :data:`SMALLEST` (a sentence without a valid sequence, non-finite scores, or hostile extremes),
+    :meth:`log_sum` returns None and the caller runs the log-domain algorithm instead.
+    """
+
+    SMALLEST = 1e-280
+
+    @staticmethod
+    def log_sum(emissions: Tensor, lengths: Tensor, start: Tensor, trans: Tensor, end: Tensor) -> Optional[Tensor]:
+        """log Z of each sentence ([B]) with its gradient attached, or None (see the class)."""
+        state = _ScaledSums.compute(emissions, lengths, start, trans, end)
+        if state is None:
+            return None
+        return ScaledForwardBackward.apply(emissions, start, trans, end, state)
+
+    @staticmethod
+    def forward(ctx, emissions: Tensor, start: Tensor, trans: Tensor, end: Tensor, state: "_ScaledSums") -> Tensor:
+        ctx.state = state
+        return torch.from_numpy(state.log_z).to(emissions.dtype)
+
+    @staticmethod
+    def backward(ctx, d_log_z: Tensor) -> Tuple:
+        d_emissions, d_start, d_trans, d_end = ctx.state.marginals(d_log_z.detach().cpu().numpy().astype(np.float64))
+        dtype = d_log_z.dtype
+        grads = [torch.from_numpy(g).to(dtype) for g in (d_emissions, d_start, d_trans, d_end)]
+        return (*grads, None)
+
+
+class _ScaledSums:
+    """The forward sweep of :class:`ScaledForwardBackward`: scaled alphas, step sums and factors,
+    in the sorted, step-major layout ``[L, B, T]`` (row ``b`` of step ``t`` is the ``b``-th longest
+    sentence; rows past a sentence's end stay zero)."""
+
+    def __init__(self, order, sizes, phi, alpha, sums, final, factors) -> None:
+        self.order, self.sizes, self.phi, self.alpha, self.sums, self.final = order, sizes, phi, alpha, sums, final
+        self.a_start, self.a_trans, self.a_end = factors
+        self.log_z: np.ndarray = np.empty(0)
+
+    @classmethod
+    def compute(cls, emissions: Tensor, lengths: Tensor, start: Tensor, trans: Tensor, end: Tensor):
+        sizes_all = lengths.cpu().numpy()
+        order = np.argsort(-sizes_all, kind="stable")
+        sizes = sizes_all[order]
+        scores = emissions.detach().numpy().astype(np.float64)[order].transpose(1, 0, 2)  # [L, B, T]
+        steps = (np.arange(scores.shape[0])[:, None] < sizes[None, :])[:, :, None]  # real positions
+        scores = np.where(steps, scores, 0.0)
+        tops = scores.max(2, keepdims=True)
+        if not np.isfinite(tops).all():
+            return None  # a position where no tag is possible, or a non-finite emission
+        phi = np.exp(scores - tops) * steps
+        offsets, factors = [], []
+        for x in (start, trans, end):
+            values = x.detach().numpy().astype(np.float64)
+            top = values.max()
+            if np.isnan(top) or top == np.inf:
+                return None
+            top = top if np.isfinite(top) else 0.0  # all forbidden: the sums are 0, caught below
+            offsets.append(top)
+            factors.append(np.exp(values - top))
+        a_start, a_trans, a_end = factors
+        alpha = np.zeros_like(phi)
+        sums = np.ones(steps.shape[:2])
+        active = steps[:, :, 0].sum(1).tolist()
+        with np.errstate(divide="ignore", invalid="ignore"):  # a zero sum is caught below
+            first = a_start * phi[0]
+            sums[0] = first.sum(1)
+            alpha[0] = first / sums[0][:, None]
+            for t in range(1, len(active)):
+                n = active[t]
+                step = (alpha[t - 1, :n] @ a_trans) * phi[t, :n]
+                sums[t, :n] = step.sum(1)
+                np.divide(step, sums[t, :n, None], out=alpha[t, :n])
+        rows = np.arange(len(sizes))
+        final = (alpha[sizes - 1, rows] * a_end).sum(1)
+        smallest = ScaledForwardBackward.SMALLEST
+        if not (sums >= smallest).all() or not (final >= smallest).all():
+            return None
+        state = cls(order, sizes, phi, alpha, sums, final, factors)
+        offset = tops[:, :, 0].sum(0) + offsets[0] + offsets[2] + (sizes - 1) * offsets[1]
+        log_z = np.log(sums).sum(0) + np.log(final) + offset
+        state.log_z = np.empty_like(log_z)
+        state.log_z[order] = log_z
+        return state
+
+    def marginals(self, d_log_z: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Gradients of ``sum_b d_log_z[b] * log Z_b`` for the emissions ([B, L, T]), start, transitions
+        and end: the backward sweep, then each marginal times its sentence's ``d_log_z``."""
+        sizes, alpha, phi, sums = self.sizes, self.alpha, self.phi, self.sums
+        rows = np.arange(len(sizes))
+        weight = d_log_z[self.order]
+        beta = np.zeros_like(alpha)
+        beta[sizes - 1, rows] = self.a_end / self.final[:, None]
+        active = (np.arange(alpha.shape[0])[:, None] < sizes[None, :]).sum(1).tolist()
+        for t in range(len(active) - 1, 0, -1):
+            n = active[t]
+            np.divide((phi[t, :n] * beta[t, :n]) @ self.a_trans.T, sums[t, :n, None], out=beta[t - 1, :n])
+        unary = alpha * beta * weight[None, :, None]  # P(y_t = j), zero past each end
+        later = phi[1:] * beta[1:] / sums[1:, :, None] * weight[None, :, None]
+        d_trans = self.a_trans * (alpha[:-1].reshape(-1, alpha.shape[2]).T @ later.reshape(-1, alpha.shape[2]))
+        d_start = unary[0].sum(0)
+        d_end = unary[sizes - 1, rows].sum(0)
+        d_emissions = np.empty_like(unary.transpose(1, 0, 2))
+        d_emissions[self.order] = unary.transpose(1, 0, 2)
+        return d_emissions, d_start, d_trans, d_end
 
 
 def _backtrack(pointers: List[np.ndarray], tag: np.ndarray, length: int) -> np.ndarray:

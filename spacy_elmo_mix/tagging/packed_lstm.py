@@ -48,15 +48,22 @@ _LINEAR = _onednn_linear()
 SHAPE_STEP = 64
 
 
-def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b.T`` for ``a`` [M, K] and ``b`` [N, K], K or M the token count: oneDNN's product in
-    float32 where torch has it (1.5-1.9x numpy's OpenBLAS on one core of an AMD EPYC for these
-    shapes, docs/benchmarks.md), numpy's otherwise (float64 included). M and K are padded with
-    zeros to a multiple of :data:`SHAPE_STEP` (zero rows and columns add nothing to any sum)."""
+def product(a: np.ndarray, b: np.ndarray, tokens: str = "rows") -> np.ndarray:
+    """``a @ b.T`` for ``a`` [M, K] and ``b`` [N, K]: oneDNN's product in float32 where torch has
+    it (1.5-1.9x numpy's OpenBLAS on one core of an AMD EPYC for these shapes, docs/benchmarks.md),
+    numpy's otherwise (float64 included). ``tokens``: which of ``a``'s dimensions is the token
+    count, ``"rows"`` (M) or ``"inner"`` (K); that one is padded with zeros to a multiple of
+    :data:`SHAPE_STEP` (zero rows and columns add nothing to any sum), the fixed ones are not
+    (padding a width of 200 to 256 would cost a quarter more arithmetic)."""
     if _LINEAR is None or a.dtype != np.float32 or b.dtype != np.float32:
         return a @ b.T
-    rows, inner = a.shape[0], _rounded(a.shape[1])
-    a, b = _zero_padded(a, _rounded(rows), inner), _zero_padded(b, b.shape[0], inner)
+    if tokens not in ("rows", "inner"):
+        raise ValueError(f"tokens must be 'rows' or 'inner', got {tokens!r}")
+    rows, inner = a.shape
+    if tokens == "rows":
+        a, b = _zero_padded(a, _rounded(rows), inner), _zero_padded(b, b.shape[0], inner)
+    else:
+        a, b = _zero_padded(a, rows, _rounded(inner)), _zero_padded(b, b.shape[0], _rounded(inner))
     return _LINEAR(torch.from_numpy(a), torch.from_numpy(b), None, "none", [], "").numpy()[:rows]
 
 
@@ -164,10 +171,10 @@ class PackedBiLSTMLayer(torch.autograd.Function):
         d_gates = _run_backward(layout, layout.pack(d_output.numpy(), width), gates, cells, tanh_cells, w_hh)
         first = layout.first_rows
         previous = hidden[:, layout.previous_rows]
-        d_w_hh = np.stack([product(d_gates[d, first:].T, previous[d].T) for d in range(2)])
+        d_w_hh = np.stack([product(d_gates[d, first:].T, previous[d].T, tokens="inner") for d in range(2)])
         d_tokens = layout.unpack(d_gates)  # [N, 8 * width]: both directions' gate gradients
         inputs = x.detach().numpy()
-        d_w_ih = product(d_tokens.T, inputs.T).reshape(2, 4 * width, -1)
+        d_w_ih = product(d_tokens.T, inputs.T, tokens="inner").reshape(2, 4 * width, -1)
         d_bias = d_tokens.sum(0).reshape(2, 4 * width)
         d_x = None
         if ctx.needs_input_grad[0]:
