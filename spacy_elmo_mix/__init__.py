@@ -10,9 +10,15 @@ training process by gigabytes. Importing this package sets ``$ONEDNN_PRIMITIVE_C
 :data:`ONEDNN_PRIMITIVES` unless it is set (a user's value wins); oneDNN reads it when it makes its
 first primitive, so it has no effect in a process that ran a oneDNN primitive before this import.
 Measured: no slower (docs/crf.md, "Memory").
+
+A process forked after torch's OpenMP thread pool has started (``nlp.pipe(n_process=2)`` on Linux,
+where multiprocessing forks) hangs in its first parallel torch operation: the pool's threads do not
+exist in the child. Importing this package registers :func:`_one_thread_after_fork`, which gives
+torch one thread in every forked child (docs/component.md, "Several processes").
 """
 
 import os
+import sys
 
 from .about import __version__
 
@@ -20,6 +26,18 @@ ONEDNN_PRIMITIVES = 128
 os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_PRIMITIVES))
 
 __all__ = ["ElmoEmbedder", "__version__"]
+
+
+def _one_thread_after_fork() -> None:
+    """In a forked child: torch's operations on the calling thread only, so none waits for a thread
+    pool the child does not have. n forked workers share the parent's cores anyway; a child that
+    wants more threads may call ``torch.set_num_threads`` itself (it then starts a new pool)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+os.register_at_fork(after_in_child=_one_thread_after_fork)
 
 
 def __getattr__(name: str):

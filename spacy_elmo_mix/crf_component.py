@@ -65,33 +65,64 @@ def _same_tokens(predicted: Doc, reference: Doc) -> bool:
 @Language.factory(
     "crf_ner",
     assigns=["doc.ents", "token.ent_iob", "token.ent_type"],
-    default_config={"model": DEFAULT_MODEL, "tag_scheme": "BIO", "scorer": {"@scorers": "spacy.ner_scorer.v1"}},
+    default_config={
+        "model": DEFAULT_MODEL,
+        "tag_scheme": "BIO",
+        "incorrect_spans_key": None,
+        "scorer": {"@scorers": "spacy.ner_scorer.v1"},
+    },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
-def make_crf_ner(nlp: Language, name: str, model: Model, tag_scheme: str, scorer: Optional[Callable]) -> "CRFTagger":
-    """A CRF entity (or chunk) recognizer.
+def make_crf_ner(
+    nlp: Language,
+    name: str,
+    model: Model,
+    tag_scheme: str,
+    incorrect_spans_key: Optional[str],
+    scorer: Optional[Callable],
+) -> "CRFTagger":
+    """A CRF entity (or chunk) recognizer. Entities a doc already has (an ``entity_ruler``
+    before it) are kept, as spaCy's ``ner`` keeps them, and the CRF labels the rest around them.
 
     model: emissions per token (``spacy-elmo-mix.CRFTagger.v1``). tag_scheme: ``BIO`` (as the paper)
-    or ``BILOU``. scorer: ``spacy.ner_scorer.v1`` (``ents_f``, ``ents_p``, ``ents_r``).
+    or ``BILOU``. incorrect_spans_key: as spaCy's ``ner``: the key of a span group of the training
+    docs (``doc.spans[key]``) whose spans are known not to be entities of their label; training
+    then counts no sequence that starts such an entity there (BIO: ``B-label`` at its start;
+    BILOU: ``U-`` of a one-token span, else ``B-`` at its start and ``L-`` at its end).
+    scorer: ``spacy.ner_scorer.v1`` (``ents_f``, ``ents_p``, ``ents_r``).
     """
     if tag_scheme not in _FROM_BILUO:
         raise ValueError(f"crf_ner: tag_scheme must be one of {', '.join(_FROM_BILUO)}, got {tag_scheme!r}")
-    return CRFTagger(nlp.vocab, model, name, target=ENTS, tag_scheme=tag_scheme, scorer=scorer)
+    if incorrect_spans_key is not None and (not isinstance(incorrect_spans_key, str) or not incorrect_spans_key):
+        raise ValueError(f"crf_ner: incorrect_spans_key must be a span group name or null, got {incorrect_spans_key!r}")
+    return CRFTagger(
+        nlp.vocab,
+        model,
+        name,
+        target=ENTS,
+        tag_scheme=tag_scheme,
+        scorer=scorer,
+        incorrect_spans_key=incorrect_spans_key,
+    )
 
 
 @Language.factory(
     "crf_tagger",
     assigns=["token.tag"],
-    default_config={"model": DEFAULT_MODEL, "scorer": {"@scorers": "spacy.tagger_scorer.v1"}},
+    default_config={"model": DEFAULT_MODEL, "overwrite": False, "scorer": {"@scorers": "spacy.tagger_scorer.v1"}},
     default_score_weights={"tag_acc": 1.0},
 )
-def make_crf_tagger(nlp: Language, name: str, model: Model, scorer: Optional[Callable]) -> "CRFTagger":
+def make_crf_tagger(nlp: Language, name: str, model: Model, overwrite: bool, scorer: Optional[Callable]) -> "CRFTagger":
     """A CRF token tagger (all tag transitions allowed and learned).
 
-    model: emissions per token (``spacy-elmo-mix.CRFTagger.v1``). scorer: ``spacy.tagger_scorer.v1``
-    (``tag_acc``).
+    model: emissions per token (``spacy-elmo-mix.CRFTagger.v1``). overwrite: replace tags that
+    tokens already have (False, as spaCy's ``tagger``: such a token keeps its tag, and the others
+    are decoded around it, as the best sequence through the kept tags the CRF knows).
+    scorer: ``spacy.tagger_scorer.v1`` (``tag_acc``).
     """
-    return CRFTagger(nlp.vocab, model, name, target=TAGS, tag_scheme="tags", scorer=scorer)
+    if not isinstance(overwrite, bool):
+        raise ValueError(f"crf_tagger: overwrite must be true or false, got {overwrite!r}")
+    return CRFTagger(nlp.vocab, model, name, target=TAGS, tag_scheme="tags", scorer=scorer, overwrite=overwrite)
 
 
 class CRFTagger(TrainablePipe):
@@ -99,11 +130,22 @@ class CRFTagger(TrainablePipe):
 
     vocab: the pipeline's vocab. model: docs -> emissions (``CRFTaggerModel``). name: the component's
     name. target: ``ents`` (spans in ``doc.ents``) or ``tags`` (``token.tag_``). tag_scheme: ``BIO`` or
-    ``BILOU`` for ``ents``, ``tags`` for ``tags``. scorer: the scoring function.
+    ``BILOU`` for ``ents``, ``tags`` for ``tags``. scorer: the scoring function. overwrite (tags
+    only): replace tags tokens already have. incorrect_spans_key (ents only): the span group of
+    training docs whose spans are known not to be entities of their label (:func:`make_crf_ner`).
     """
 
     def __init__(
-        self, vocab: Vocab, model: Model, name: str, *, target: str, tag_scheme: str, scorer: Optional[Callable]
+        self,
+        vocab: Vocab,
+        model: Model,
+        name: str,
+        *,
+        target: str,
+        tag_scheme: str,
+        scorer: Optional[Callable],
+        overwrite: bool = False,
+        incorrect_spans_key: Optional[str] = None,
     ) -> None:
         if target not in (ENTS, TAGS) or (target == TAGS) != (check_scheme(tag_scheme) == "tags"):
             raise ValueError(
@@ -114,6 +156,8 @@ class CRFTagger(TrainablePipe):
         self.name = name
         self.scorer = scorer
         self.cfg = {"labels": [], "target": target, "tag_scheme": tag_scheme}
+        self.overwrite = overwrite
+        self.incorrect_spans_key = incorrect_spans_key
 
     @property
     def labels(self) -> tuple:
@@ -165,9 +209,39 @@ class CRFTagger(TrainablePipe):
         return sorted(found)
 
     def predict(self, docs: Iterable[Doc]) -> List[Ints1d]:
-        """The best valid tag indices of each doc."""
+        """The best valid tag indices of each doc, through what the docs already have: entities
+        (``crf_ner``; always kept, as spaCy's ``ner`` keeps them) or tags (``crf_tagger`` unless
+        ``overwrite``)."""
         docs = list(docs)
-        return crf_decode(self.model.get_ref("crf"), self.model.predict(docs))
+        allowed = [self._kept(doc) for doc in docs]
+        return crf_decode(self.model.get_ref("crf"), self.model.predict(docs), allowed)
+
+    def _kept(self, doc: Doc) -> Optional[np.ndarray]:
+        """The tags each token may take given the annotation ``doc`` already has ([n, T]), or None
+        where it has none that binds. An entity of a label the CRF knows is decoded as itself (and
+        not extended by an ``I-`` of its label); any other entity's tokens are ``O`` to the CRF and
+        the entity is put back as it was. A tag the CRF knows is kept; other tags bind nothing."""
+        names = self.tag_names
+        index = {name: i for i, name in enumerate(names)}
+        allowed = np.ones((len(doc), len(names)), dtype=bool)
+        if self.cfg["target"] == TAGS:
+            if self.overwrite:
+                return None
+            for token in doc:
+                if token.tag_ in index:
+                    allowed[token.i] = False
+                    allowed[token.i, index[token.tag_]] = True
+            return allowed if not allowed.all() else None
+        scheme = self.cfg["tag_scheme"]
+        for ent in doc.ents:
+            known = ent.label_ in self.labels
+            tags = spans_to_tags([(0, len(ent), ent.label_)], len(ent), scheme) if known else [OUTSIDE] * len(ent)
+            allowed[ent.start : ent.end] = False
+            for i, tag in enumerate(tags, start=ent.start):
+                allowed[i, index[tag]] = True
+            if known and ent.end < len(doc) and scheme == "BIO":
+                allowed[ent.end, index[f"I-{ent.label_}"]] = False
+        return allowed if not allowed.all() else None
 
     def set_annotations(self, docs: Iterable[Doc], paths: List[Ints1d]) -> None:
         names = self.tag_names
@@ -175,11 +249,12 @@ class CRFTagger(TrainablePipe):
             tags = [names[int(i)] for i in path]
             if self.cfg["target"] == TAGS:
                 for token, tag in zip(doc, tags):
-                    token.tag_ = tag
+                    if self.overwrite or not token.tag_:
+                        token.tag_ = tag
             else:
-                doc.set_ents(
-                    [Span(doc, start, end, label=label) for start, end, label in tags_to_spans(tags)], default="outside"
-                )
+                kept = {(ent.start, ent.end) for ent in doc.ents}
+                found = [Span(doc, s, e, label=label) for s, e, label in tags_to_spans(tags) if (s, e) not in kept]
+                doc.set_ents(list(doc.ents) + found, default="outside")
 
     def update(
         self,
@@ -207,7 +282,27 @@ class CRFTagger(TrainablePipe):
     def get_loss(self, examples: Iterable[Example], emissions: List[Floats2d]):
         """The mean negative log-likelihood of the gold tags over the batch's docs, and its gradient."""
         gold = [self._gold_indices(eg) for eg in examples]
-        return crf_loss(self.model.get_ref("crf"), emissions, gold)
+        allowed = [self._not_incorrect(eg) for eg in examples] if self.incorrect_spans_key else None
+        return crf_loss(self.model.get_ref("crf"), emissions, gold, allowed)
+
+    def _not_incorrect(self, eg: Example) -> Optional[np.ndarray]:
+        """The tags each predicted token may take given the reference's spans marked incorrect
+        (``incorrect_spans_key``), or None where it marks none (see :func:`make_crf_ner`)."""
+        spans = eg.reference.spans.get(self.incorrect_spans_key, [])
+        index = {name: i for i, name in enumerate(self.tag_names)}
+        allowed = np.ones((len(eg.predicted), len(index)), dtype=bool)
+        for span in eg.get_aligned_spans_y2x(spans, allow_overlap=True) if len(spans) else []:
+            label, first, last = span.label_, span.start, span.end - 1
+            if self.cfg["tag_scheme"] == "BILOU" and first == last:
+                marks = [(first, f"U-{label}")]
+            elif self.cfg["tag_scheme"] == "BILOU":
+                marks = [(first, f"B-{label}"), (last, f"L-{label}")]
+            else:
+                marks = [(first, f"B-{label}")]
+            for i, tag in marks:
+                if tag in index:
+                    allowed[i, index[tag]] = False
+        return None if allowed.all() else allowed
 
     def _gold_indices(self, eg: Example) -> np.ndarray:
         """The gold tag index of each predicted token; -1 where unknown (no aligned or known tag).

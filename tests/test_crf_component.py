@@ -243,3 +243,95 @@ def test_gold_of_given_tokens_equals_the_aligned_gold(data_dir, factory, scheme)
         other = Doc(nlp.vocab, words=words, spaces=spaces)  # other whitespace, other split, other case
         assert not _same_tokens(other, Doc(nlp.vocab, words=["New", "York"], spaces=[True, False]))
     assert component._gold_indices(retokenized).tolist() == _aligned_gold(component, retokenized).tolist()
+
+
+# ---------------------------------------------------------------------------------------------
+# What a doc already has: entities from a ruler, tags, spans known to be wrong
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ner_pipeline(tiny_model_files, ner_examples):
+    return trained(crf_config("crf_ner.cfg", tiny_model_files, width=32), ner_examples, steps=40)
+
+
+def test_entities_before_crf_ner_are_kept(ner_pipeline, ner_examples):
+    """An entity_ruler's spans stay as they were (labels the CRF knows and one it does not), the
+    CRF labels the other tokens around them, and a kept span is not extended by the CRF."""
+    nlp = ner_pipeline
+    texts = [eg.reference.text for eg in ner_examples]
+    alone = list(nlp.pipe(texts))
+    doc = next(d for d in alone if len(d.ents) >= 2)
+    first, second = doc.ents[0], doc.ents[1]
+    known = "LOC" if first.label_ != "LOC" else "PER"
+    # a one-token span of a label the CRF knows, inside the first entity's place, and a new label
+    ruler_spans = [(first.start, first.start + 1, known), (second.start, second.end, "GADGET")]
+    ruled = nlp.make_doc(doc.text)
+    ruled.set_ents([spacy.tokens.Span(ruled, s, e, label=label) for s, e, label in ruler_spans])
+    crf = nlp.get_pipe("crf_ner")
+    result = crf(nlp.get_pipe("elmo")(ruled))
+    got = [(e.start, e.end, e.label_) for e in result.ents]
+    for span in ruler_spans:
+        assert span in got
+    assert all(e.start >= second.end or e.end <= second.start for e in result.ents if e.label_ != "GADGET")
+    # without the ruler the same tokens are labelled otherwise: the kept spans did bind
+    assert [(e.start, e.end, e.label_) for e in doc.ents] != got
+    # a doc without entities decodes as before
+    assert spans(nlp.pipe(texts)) == spans(alone)
+
+
+def test_entity_ruler_then_crf_ner_in_one_pipeline(ner_pipeline):
+    nlp = ner_pipeline
+    ruler = nlp.add_pipe("entity_ruler", before="crf_ner")
+    try:
+        ruler.add_patterns([{"label": "GADGET", "pattern": "Germany"}])
+        doc = nlp("Germany rejected the call by Peter Blackburn .")
+        assert [(e.text, e.label_) for e in doc.ents if e.text == "Germany"] == [("Germany", "GADGET")]
+    finally:
+        nlp.remove_pipe("entity_ruler")
+
+
+def test_crf_tagger_keeps_existing_tags_unless_overwrite(tiny_model_files, ner_examples):
+    examples = tagged_examples(ner_examples)
+    config = crf_config("crf_tagger.cfg", tiny_model_files, width=32)
+    nlp = trained(config, examples, steps=20)
+    text = examples[0].reference.text
+    predicted = [t.tag_ for t in nlp(text)]
+    tagger, elmo = nlp.get_pipe("crf_tagger"), nlp.get_pipe("elmo")
+    other = next(tag for tag in tagger.labels if tag != predicted[0])
+    doc = nlp.make_doc(text)
+    doc[0].tag_ = other
+    assert [t.tag_ for t in tagger(elmo(doc))][0] == other
+    assert not tagger.overwrite
+    config["components"]["crf_tagger"]["overwrite"] = True
+    overwriting = spacy.util.load_model_from_config(config, auto_fill=True).from_bytes(nlp.to_bytes())
+    doc = overwriting.make_doc(text)
+    doc[0].tag_ = other
+    doc = overwriting.get_pipe("crf_tagger")(overwriting.get_pipe("elmo")(doc))
+    assert [t.tag_ for t in doc] == predicted
+    config["components"]["crf_tagger"]["overwrite"] = "yes"
+    with pytest.raises(Exception, match="overwrite"):
+        spacy.util.load_model_from_config(config, auto_fill=True)
+
+
+def test_incorrect_spans_key_takes_effect_in_the_loss(tiny_model_files, ner_examples):
+    """With ``incorrect_spans_key``, a span marked wrong removes the sequences that start such an
+    entity from the numerator of a partially annotated doc: its loss rises; unset, nothing changes."""
+    config = crf_config("crf_ner.cfg", tiny_model_files)
+    config["components"]["crf_ner"]["incorrect_spans_key"] = "wrong"
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    nlp.initialize(lambda: ner_examples)
+    crf = nlp.get_pipe("crf_ner")
+    words = ["Peter", "Blackburn", "went", "to", "Paris", "."]
+    reference = Doc(nlp.vocab, words=words, ents=["", "", "O", "O", "", "O"])  # partly unknown
+    eg = Example(nlp.make_doc(" ".join(words)), reference)
+    emissions = crf.model.predict([eg.predicted])
+    plain, _ = crf.get_loss([eg], emissions)
+    reference.spans["wrong"] = [spacy.tokens.Span(reference, 0, 2, label="PER")]
+    marked, _ = crf.get_loss([eg], emissions)
+    assert marked > plain
+    allowed = crf._not_incorrect(eg)
+    assert not allowed[0, crf.tag_names.index("B-PER")] and allowed.sum() == allowed.size - 1
+    config["components"]["crf_ner"]["incorrect_spans_key"] = ""
+    with pytest.raises(Exception, match="incorrect_spans_key"):
+        spacy.util.load_model_from_config(config, auto_fill=True)

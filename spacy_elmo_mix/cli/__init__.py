@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
+from pathlib import Path
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -39,3 +41,16 @@ def description(doc: str) -> str:
     text = re.sub(r"\A``python -m spacy_elmo_mix [^`]*``: (\w)", lambda m: m.group(1).upper(), doc.strip())
     text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text)  # :func:`name` -> name
     return re.sub(r"::$", ":", text.replace("``", ""), flags=re.MULTILINE)
+
+
+def program(command: str) -> str:
+    """The command line of ``command`` as the user started it, for its usage line:
+    ``python -m spacy elmo COMMAND`` (or ``spacy elmo COMMAND``) through spaCy's command line,
+    ``python -m spacy_elmo_mix COMMAND`` otherwise."""
+    if sys.argv[1:2] == ["elmo"] and sys.argv[0]:
+        started = Path(sys.argv[0])
+        if started.name == "__main__.py" and started.parent.name == "spacy":
+            return f"python -m spacy elmo {command}"
+        if started.name == "spacy":
+            return f"spacy elmo {command}"
+    return f"python -m spacy_elmo_mix {command}"

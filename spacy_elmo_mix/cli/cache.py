@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from ..segmentation import DEFAULT_MAX_LENGTH
-from . import HelpFormatter, description
+from . import HelpFormatter, description, program
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -66,7 +66,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m spacy_elmo_mix cache", description=description(__doc__), formatter_class=HelpFormatter
+        prog=program("cache"), description=description(__doc__), formatter_class=HelpFormatter
     )
     parser.add_argument("corpora", nargs="+", type=Path, help=".spacy files (DocBin)")
     parser.add_argument("--cache-dir", type=Path, required=True, help="cache directory (shared by runs and models)")

@@ -16,14 +16,14 @@ import argparse
 from pathlib import Path
 from typing import List, Optional
 
-from . import HelpFormatter, description
+from . import HelpFormatter, description, program
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     from ..workflow.compare import compare, table_notes
 
     parser = argparse.ArgumentParser(
-        prog="python -m spacy_elmo_mix compare", description=description(__doc__), formatter_class=HelpFormatter
+        prog=program("compare"), description=description(__doc__), formatter_class=HelpFormatter
     )
     parser.add_argument("--results", type=Path, default=Path("results"), help="the results folder")
     parser.add_argument(

@@ -27,14 +27,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import List, Optional
 
-from . import HelpFormatter, description
+from . import HelpFormatter, description, program
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     from ..workflow.convert import FORMATS, SCHEMES, SEPARATORS, TASKS, convert_dataset, convert_file, resolve_dataset
 
     parser = argparse.ArgumentParser(
-        prog="python -m spacy_elmo_mix convert", description=description(__doc__), formatter_class=HelpFormatter
+        prog=program("convert"), description=description(__doc__), formatter_class=HelpFormatter
     )
     parser.add_argument("dataset", help="a built-in data set (conll2003, wnut16, conll2000, ud_ewt) or your own's name")
     parser.add_argument("input", type=Path, help="the data set's folder, or one of its files")

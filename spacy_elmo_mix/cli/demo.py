@@ -22,7 +22,7 @@ from typing import List, Optional
 
 from ..errors import ElmoFileError
 from ..workflow.convert import resolve_dataset, split_files
-from . import HelpFormatter, description
+from . import HelpFormatter, description, program
 
 PACKAGED_PROJECT = Path(__file__).resolve().parents[1] / "project.yml"
 DEFAULT_FOLDER = "spacy-elmo-mix-project"
@@ -73,7 +73,7 @@ def help_parser() -> argparse.ArgumentParser:
     """The parser that prints ``demo --help``. :func:`main` reads ``--project-dir`` itself and passes
     every other argument on to ``spacy project run`` as it is, so this parser never parses."""
     parser = argparse.ArgumentParser(
-        prog="python -m spacy_elmo_mix demo",
+        prog=program("demo"),
         usage="%(prog)s [-h] [--project-dir DIR] [--vars.NAME VALUE ...]",
         description=description(__doc__),
         formatter_class=HelpFormatter,

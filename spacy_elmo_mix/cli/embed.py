@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
 
-from . import HelpFormatter, description
+from . import HelpFormatter, description, program
 
 if TYPE_CHECKING:
     import numpy as np
@@ -18,7 +18,7 @@ Embedded = Iterator[Tuple[List[str], "np.ndarray"]]
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m spacy_elmo_mix embed", description=description(__doc__), formatter_class=HelpFormatter
+        prog=program("embed"), description=description(__doc__), formatter_class=HelpFormatter
     )
     parser.add_argument(
         "sentences", nargs="*", help="sentences (whitespace-tokenized); read from stdin when none are given"

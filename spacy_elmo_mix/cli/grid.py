@@ -16,14 +16,14 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from . import HelpFormatter, description
+from . import HelpFormatter, description, program
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     from ..workflow.grid import BACKENDS, run_grid
 
     parser = argparse.ArgumentParser(
-        prog="python -m spacy_elmo_mix grid", description=description(__doc__), formatter_class=HelpFormatter
+        prog=program("grid"), description=description(__doc__), formatter_class=HelpFormatter
     )
     parser.add_argument("--datasets", nargs="+", required=True, help="dataset ids")
     parser.add_argument("--schemes", nargs="+", required=True, help="weighting scheme ids")

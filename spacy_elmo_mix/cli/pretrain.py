@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, NoReturn, Optional
 
-from . import HelpFormatter, description
+from . import HelpFormatter, description, program
 
 if TYPE_CHECKING:
     from ..pretrain.distributed import Cluster
@@ -76,9 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ..pretrain.config import TrainConfig
 
     d = TrainConfig()
-    p = _Parser(
-        prog="python -m spacy_elmo_mix pretrain", description=description(__doc__), formatter_class=HelpFormatter
-    )
+    p = _Parser(prog=program("pretrain"), description=description(__doc__), formatter_class=HelpFormatter)
     p.add_argument(
         "train",
         nargs="+",

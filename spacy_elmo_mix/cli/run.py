@@ -6,12 +6,12 @@ import argparse
 import json
 from typing import List, Optional
 
-from . import HelpFormatter, description
+from . import HelpFormatter, description, program
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m spacy_elmo_mix run", description=description(__doc__), formatter_class=HelpFormatter
+        prog=program("run"), description=description(__doc__), formatter_class=HelpFormatter
     )
     parser.add_argument(
         "--dataset", required=True, help="conll2003, wnut16, conll2000, ud_ewt, or your own (with --task)"

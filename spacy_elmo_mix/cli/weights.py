@@ -7,12 +7,12 @@ import json
 import sys
 from typing import List, Optional
 
-from . import HelpFormatter, description
+from . import HelpFormatter, description, program
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m spacy_elmo_mix weights", description=description(__doc__), formatter_class=HelpFormatter
+        prog=program("weights"), description=description(__doc__), formatter_class=HelpFormatter
     )
     parser.add_argument("pipeline", help="a trained pipeline directory (e.g. training/model-best)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")

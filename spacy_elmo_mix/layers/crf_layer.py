@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats2d, Ints1d
@@ -58,9 +59,19 @@ def _padded(
     return xp2torch(padded, requires_grad=requires_grad), torch.tensor(lengths), rows
 
 
-def crf_decode(model: Model, emissions: List[Floats2d]) -> List[Ints1d]:
-    """The best valid tag sequence of each doc (an empty array for a doc without tokens)."""
+def crf_decode(
+    model: Model, emissions: List[Floats2d], allowed: Optional[List[Optional[np.ndarray]]] = None
+) -> List[Ints1d]:
+    """The best valid tag sequence of each doc (an empty array for a doc without tokens).
+
+    allowed: per doc, None or a boolean [n_tokens, n_tags] array of the tags each token may take
+    (the decoded sequence is the best valid one among those; there must be one)."""
     paths = [model.ops.alloc1i(0) for _ in emissions]
+    if allowed is not None:
+        emissions = [
+            e if a is None else np.where(a, model.ops.to_numpy(e), -np.inf).astype("float32")
+            for e, a in zip(emissions, allowed)
+        ]
     scores, lengths, rows = _padded(model, emissions, requires_grad=False)
     if rows:
         with torch.no_grad():
@@ -71,10 +82,15 @@ def crf_decode(model: Model, emissions: List[Floats2d]) -> List[Ints1d]:
     return paths
 
 
-def crf_loss(model: Model, emissions: List[Floats2d], gold: List[Ints1d]) -> Tuple[float, List[Floats2d]]:
+def crf_loss(
+    model: Model, emissions: List[Floats2d], gold: List[Ints1d], allowed: Optional[List[Optional[np.ndarray]]] = None
+) -> Tuple[float, List[Floats2d]]:
     """The mean negative log-likelihood over the docs of their ``gold`` tag indices (-1 = unknown)
     and its gradient with respect to the emissions; the CRF's own gradients are accumulated for
-    the next ``finish_update``. A doc whose known tags no valid sequence matches is left out."""
+    the next ``finish_update``. A doc whose known tags no valid sequence matches is left out.
+
+    allowed: per doc, None or a boolean [n_tokens, n_tags] array of the tags an unknown token may
+    take (False: known to be wrong, e.g. spans marked incorrect)."""
     d_emissions = [model.ops.alloc2f(*e.shape) for e in emissions]
     scores, lengths, rows = _padded(model, emissions, requires_grad=True)
     if not rows:
@@ -82,8 +98,16 @@ def crf_loss(model: Model, emissions: List[Floats2d], gold: List[Ints1d]) -> Tup
     tags = torch.full(scores.shape[:2], UNKNOWN, dtype=torch.long)
     for j, i in enumerate(rows):
         tags[j, : lengths[j]] = torch.as_tensor(model.ops.to_numpy(gold[i]), dtype=torch.long)
+    mask = None
+    if allowed is not None and any(allowed[i] is not None for i in rows):
+        mask = torch.ones(scores.shape, dtype=torch.bool)
+        for j, i in enumerate(rows):
+            if allowed[i] is not None:
+                mask[j, : lengths[j]] = torch.from_numpy(np.asarray(allowed[i], dtype=bool))
     device = scores.device
-    nll = torch_module(model).nll(scores, tags.to(device), lengths.to(device))
+    nll = torch_module(model).nll(
+        scores, tags.to(device), lengths.to(device), None if mask is None else mask.to(device)
+    )
     # +inf: no valid sequence matches the known tags (misaligned tokens); such docs teach nothing.
     loss = nll[torch.isfinite(nll)].sum() / len(emissions)
     loss.backward()

@@ -114,15 +114,21 @@ class LinearChainCRF(nn.Module):
         last = tags.gather(1, (lengths - 1).unsqueeze(1)).squeeze(1)
         return total + end[last]
 
-    def nll(self, emissions: Tensor, tags: Tensor, lengths: Tensor) -> Tensor:
+    def nll(self, emissions: Tensor, tags: Tensor, lengths: Tensor, allowed: Optional[Tensor] = None) -> Tensor:
         """Negative log-likelihood of each sentence's ``tags`` ([B, L]; -1 = unknown): [B].
 
         With unknown tags the numerator is the log-partition restricted to the known ones.
+        allowed: optionally, a boolean [B, L, T] mask of the tags an unknown position may take
+        (False: known to be wrong there); the numerator is then restricted to it, too.
         """
         mask = _check(emissions, lengths, self.n_tags)
-        if bool(((tags == UNKNOWN) & mask).any()):
+        if allowed is not None and allowed.shape != emissions.shape:
+            raise ValueError(f"allowed must be {tuple(emissions.shape)}, got {tuple(allowed.shape)}")
+        if bool(((tags == UNKNOWN) & mask).any()) or allowed is not None:
             known = tags.clamp(min=0).unsqueeze(2) == torch.arange(self.n_tags, device=tags.device)
             free = (tags == UNKNOWN).unsqueeze(2) | known
+            if allowed is not None:
+                free = free & allowed
             # sums where every term is forbidden occur here: the NaN-free log-sum-exp
             numerator = self._log_sum(emissions.masked_fill(~free, float("-inf")), lengths, _logsumexp)
         else:
