@@ -11,9 +11,11 @@ matches (possible only with misaligned tokens) is left out of the loss.
 """
 
 from itertools import islice
-from typing import Callable, Iterable, List, Optional
+from pathlib import Path
+from typing import Callable, Iterable, List, Optional, Union
 
 import numpy as np
+import srsly
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc, Span
@@ -22,7 +24,8 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats2d, Ints1d
 
-from .layers.crf_layer import crf_decode, crf_loss
+from .errors import ElmoConfigError, ElmoFileError
+from .layers.crf_layer import check_loaded, crf_decode, crf_loss
 from .tagging.crf import UNKNOWN
 from .tagging.tag_schemes import OUTSIDE, check_scheme, spans_to_tags, tag_names, tags_to_spans
 
@@ -92,9 +95,11 @@ def make_crf_ner(
     scorer: ``spacy.ner_scorer.v1`` (``ents_f``, ``ents_p``, ``ents_r``).
     """
     if tag_scheme not in _FROM_BILUO:
-        raise ValueError(f"crf_ner: tag_scheme must be one of {', '.join(_FROM_BILUO)}, got {tag_scheme!r}")
+        raise ElmoConfigError(f"crf_ner: tag_scheme must be one of {', '.join(_FROM_BILUO)}, got {tag_scheme!r}")
     if incorrect_spans_key is not None and (not isinstance(incorrect_spans_key, str) or not incorrect_spans_key):
-        raise ValueError(f"crf_ner: incorrect_spans_key must be a span group name or null, got {incorrect_spans_key!r}")
+        raise ElmoConfigError(
+            f"crf_ner: incorrect_spans_key must be a span group name or null, got {incorrect_spans_key!r}"
+        )
     return CRFTagger(
         nlp.vocab,
         model,
@@ -121,7 +126,7 @@ def make_crf_tagger(nlp: Language, name: str, model: Model, overwrite: bool, sco
     scorer: ``spacy.tagger_scorer.v1`` (``tag_acc``).
     """
     if not isinstance(overwrite, bool):
-        raise ValueError(f"crf_tagger: overwrite must be true or false, got {overwrite!r}")
+        raise ElmoConfigError(f"crf_tagger: overwrite must be true or false, got {overwrite!r}")
     return CRFTagger(nlp.vocab, model, name, target=TAGS, tag_scheme="tags", scorer=scorer, overwrite=overwrite)
 
 
@@ -148,7 +153,7 @@ class CRFTagger(TrainablePipe):
         incorrect_spans_key: Optional[str] = None,
     ) -> None:
         if target not in (ENTS, TAGS) or (target == TAGS) != (check_scheme(tag_scheme) == "tags"):
-            raise ValueError(
+            raise ElmoConfigError(
                 f"target {target!r} with tag scheme {tag_scheme!r}: ents take BIO or BILOU, tags take 'tags'"
             )
         self.vocab = vocab
@@ -156,6 +161,7 @@ class CRFTagger(TrainablePipe):
         self.name = name
         self.scorer = scorer
         self.cfg = {"labels": [], "target": target, "tag_scheme": tag_scheme}
+        self._made_as = (target, tag_scheme)  # what the factory's settings ask for
         self.overwrite = overwrite
         self.incorrect_spans_key = incorrect_spans_key
 
@@ -174,11 +180,11 @@ class CRFTagger(TrainablePipe):
 
     def add_label(self, label: str) -> int:
         if not isinstance(label, str) or not label:
-            raise ValueError(f"{self.name}: a label must be a non-empty string, got {label!r}")
+            raise ElmoConfigError(f"{self.name}: a label must be a non-empty string, got {label!r}")
         if label in self.cfg["labels"]:
             return 0
         if self.model.has_dim("nO") is True:
-            raise ValueError(f"{self.name}: cannot add label {label!r} after initialize; add all labels first")
+            raise ElmoConfigError(f"{self.name}: cannot add label {label!r} after initialize; add all labels first")
         self.cfg["labels"].append(label)
         self.vocab.strings.add(label)
         return 1
@@ -195,7 +201,7 @@ class CRFTagger(TrainablePipe):
         for label in labels if labels is not None else self._labels_in(get_examples()):
             self.add_label(label)
         if not self.labels:
-            raise ValueError(f"{self.name}: no labels found in the training data; nothing to learn")
+            raise ElmoConfigError(f"{self.name}: no labels found in the training data; nothing to learn")
         docs = [eg.predicted for eg in islice(get_examples(), 10)]
         self.model.initialize(X=docs, Y=(self.tag_names, self.cfg["tag_scheme"]))
 
@@ -207,6 +213,54 @@ class CRFTagger(TrainablePipe):
             else:
                 found.update(token.tag_ for token in eg.reference if token.tag_)
         return sorted(found)
+
+    def from_disk(self, path: Union[str, Path], *, exclude=tuple()) -> "CRFTagger":
+        """Load as spaCy's components do, then check what was read (:meth:`_check_loaded`); a
+        missing, empty, truncated or damaged ``cfg`` or ``model`` raises ElmoFileError naming it."""
+        path = Path(path)
+        for name in ("cfg", "model"):
+            file = path / name
+            if name not in exclude and (not file.is_file() or file.stat().st_size == 0):
+                raise ElmoFileError(f"{file}: missing or empty (a damaged {self.name} component)")
+        if "cfg" not in exclude:
+            try:
+                srsly.read_json(path / "cfg")
+            except ValueError as exc:
+                raise ElmoFileError(f"{path / 'cfg'}: not a valid {self.name} settings file ({exc})") from None
+        try:
+            super().from_disk(path, exclude=exclude)
+        except Exception as exc:  # msgpack's, torch's state_dict errors: the model file is damaged
+            raise ElmoFileError(f"{path / 'model'}: cannot be loaded ({_first_line(exc)})") from None
+        self._check_loaded(str(path))
+        return self
+
+    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "CRFTagger":
+        """Load as spaCy's components do, then check what was read (:meth:`_check_loaded`)."""
+        try:
+            super().from_bytes(bytes_data, exclude=exclude)
+        except Exception as exc:
+            raise ElmoFileError(f"the {self.name} component's bytes cannot be loaded ({_first_line(exc)})") from None
+        self._check_loaded(f"the {self.name} component's bytes")
+        return self
+
+    def _check_loaded(self, where: str) -> None:
+        """The loaded settings fit this component (target, tag scheme, distinct labels) and the CRF
+        fits its labels (``check_loaded``: sizes, finite scores, constraints derived anew)."""
+        cfg = self.cfg
+        labels = cfg.get("labels")
+        if (
+            not isinstance(labels, list)
+            or not all(isinstance(x, str) and x for x in labels)
+            or len(set(labels)) != len(labels)
+        ):
+            raise ElmoFileError(f"{where}: the labels must be distinct non-empty strings, got {labels!r}")
+        scheme, target = cfg.get("tag_scheme"), cfg.get("target")
+        if (target, scheme) != self._made_as:
+            raise ElmoFileError(
+                f"{where}: saved for target {target!r} and tag scheme {scheme!r}, but the component's "
+                f"settings give {self._made_as[0]!r} and {self._made_as[1]!r}"
+            )
+        check_loaded(self.model.get_ref("crf"), self.tag_names, scheme, where)
 
     def predict(self, docs: Iterable[Doc]) -> List[Ints1d]:
         """The best valid tag indices of each doc, through what the docs already have: entities
@@ -344,3 +398,8 @@ class CRFTagger(TrainablePipe):
         if tag == "O":
             return tag
         return f"{_FROM_BILUO[self.cfg['tag_scheme']][tag[0]]}-{tag[2:]}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

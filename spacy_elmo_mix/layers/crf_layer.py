@@ -8,6 +8,7 @@ constraints follow the tag scheme given at initialize (``tagging.tag_schemes``) 
 
 from __future__ import annotations
 
+import warnings
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -15,6 +16,7 @@ import torch
 from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats2d, Ints1d
 
+from ..errors import ElmoFileError
 from ..tagging.crf import UNKNOWN, LinearChainCRF
 from ..tagging.tag_schemes import allowed_transitions
 from .torch_layer import TorchLayer, torch_module
@@ -45,6 +47,26 @@ def _init(model: Model, X=None, Y: Optional[Tuple[Sequence[str], str]] = None) -
         (crf.allowed_start, crf.allowed_transitions, crf.allowed_end), allowed_transitions(tags, scheme)
     ):
         buffer.copy_(torch.as_tensor(allowed))
+
+
+def check_loaded(model: Model, tags: Sequence[str], scheme: str, where: str) -> None:
+    """After loading: the CRF layer fits ``tags`` (its size and its parameters' shapes), its scores
+    are finite, and its constraints are the ones ``scheme`` derives for ``tags`` (set here, whatever
+    the loaded bytes held). ElmoFileError naming ``where`` otherwise. An unsized layer (saved before
+    ``initialize``) is left as it is."""
+    if model.has_dim("nO") is not True or not model.shims:
+        return
+    crf = torch_module(model)
+    n = len(tags)
+    if model.get_dim("nO") != n or crf.n_tags != n:
+        raise ElmoFileError(f"{where}: the CRF has {model.get_dim('nO')} tags, its labels give {n} ({', '.join(tags)})")
+    for name, shape in (("transitions", (n, n)), ("start", (n,)), ("end", (n,))):
+        value = getattr(crf, name).detach()
+        if tuple(value.shape) != shape:
+            raise ElmoFileError(f"{where}: the CRF's {name} are {list(value.shape)}, {list(shape)} expected")
+        if not bool(torch.isfinite(value).all()):
+            raise ElmoFileError(f"{where}: the CRF's {name} scores are not all finite (a damaged file)")
+    _init(model, Y=(tags, scheme))
 
 
 def _padded(
@@ -108,7 +130,16 @@ def crf_loss(
     nll = torch_module(model).nll(
         scores, tags.to(device), lengths.to(device), None if mask is None else mask.to(device)
     )
+    if bool(torch.isnan(nll).any()):
+        raise ValueError("the CRF's loss is not a number: emissions too large for float32 sums")
     # +inf: no valid sequence matches the known tags (misaligned tokens); such docs teach nothing.
+    left_out = int((~torch.isfinite(nll)).sum())
+    if left_out:
+        warnings.warn(
+            f"{left_out} of {len(rows)} sentences left out of the CRF's loss: no valid tag sequence "
+            "matches their known gold tags (misaligned tokens, or spans marked incorrect that the gold has)",
+            stacklevel=2,
+        )
     loss = nll[torch.isfinite(nll)].sum() / len(emissions)
     loss.backward()
     grad = torch2xp(scores.grad)

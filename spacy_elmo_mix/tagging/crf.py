@@ -82,12 +82,14 @@ class LinearChainCRF(nn.Module):
             fast = ScaledForwardBackward.log_sum(emissions, lengths, *self.constrained())
             if fast is not None:
                 return fast
+            # the extremes it declined: in float64, where sums of float32 scores cannot overflow
+            return self._forward(emissions.double(), lengths, logsumexp).to(emissions.dtype)
         return self._forward(emissions, lengths, logsumexp)
 
     def _forward(self, emissions: Tensor, lengths: Tensor, logsumexp) -> Tensor:
         """The forward algorithm, unmasked over the padded batch: each sentence's sum is read at its
         own last position (later positions only extend paths nobody reads)."""
-        start, trans, end = self.constrained()
+        start, trans, end = (x.to(emissions.dtype) for x in self.constrained())
         # Padding zeroed: the unread paths must stay finite, or -inf/NaN padding turns their zero
         # gradients into NaN (0 * inf) on the way back into the read positions.
         past = torch.arange(emissions.shape[1], device=emissions.device) >= lengths.to(emissions.device).unsqueeze(1)
@@ -121,7 +123,16 @@ class LinearChainCRF(nn.Module):
         allowed: optionally, a boolean [B, L, T] mask of the tags an unknown position may take
         (False: known to be wrong there); the numerator is then restricted to it, too.
         """
-        mask = _check(emissions, lengths, self.n_tags)
+        mask = _check(emissions, lengths, self.n_tags, finite=True)
+        self._check_parameters()
+        if tags.shape != mask.shape:
+            raise ValueError(f"tags must be [{mask.shape[0]}, {mask.shape[1]}], got {tuple(tags.shape)}")
+        bad = mask & ((tags < UNKNOWN) | (tags >= self.n_tags))
+        if bool(bad.any()):
+            b, t = (int(i) for i in bad.nonzero()[0])
+            raise ValueError(
+                f"tag index {int(tags[b, t])} at sentence {b}, position {t}: tags are -1 (unknown) or 0..{self.n_tags - 1}"
+            )
         if allowed is not None and allowed.shape != emissions.shape:
             raise ValueError(f"allowed must be {tuple(emissions.shape)}, got {tuple(allowed.shape)}")
         if bool(((tags == UNKNOWN) & mask).any()) or allowed is not None:
@@ -148,12 +159,16 @@ class LinearChainCRF(nn.Module):
         torch's; additions and maxima are the same float32 operations, so scores and paths are
         what the same loop in torch gives.
         """
-        _check(emissions, lengths, self.n_tags)
-        start, trans, end = (x.detach().cpu().numpy() for x in self.constrained())
+        _check(emissions, lengths, self.n_tags, finite=True)
+        self._check_parameters()
+        start, trans, end = (x.detach().cpu().double().numpy() for x in self.constrained())
         sizes = lengths.cpu().numpy()
         order = np.argsort(-sizes, kind="stable")
         active = (sizes[order][None, :] > np.arange(1, sizes.max())[:, None]).sum(1)  # n_t, t = 1..
-        steps = np.ascontiguousarray(emissions.detach().cpu().numpy()[order].transpose(1, 0, 2))
+        steps = emissions.detach().cpu().double().numpy()[order].transpose(1, 0, 2)
+        steps = np.ascontiguousarray(
+            np.where(np.arange(len(steps))[:, None, None] < sizes[order][None, :, None], steps, 0.0)
+        )
         delta = start + steps[0]
         pointers = []
         for t, n in enumerate(active.tolist(), start=1):
@@ -166,7 +181,21 @@ class LinearChainCRF(nn.Module):
         unsort[order] = np.arange(len(order))
         path = _backtrack(pointers, tag, emissions.shape[1])[unsort]
         score = final[np.arange(len(tag)), tag][unsort]
-        return torch.from_numpy(path).to(emissions.device), torch.from_numpy(score).to(emissions.device)
+        if not np.isfinite(score).all():
+            b = int(np.flatnonzero(~np.isfinite(score))[0])
+            raise ValueError(f"sentence {b} has no valid tag sequence under the constraints and the -inf emissions")
+        return torch.from_numpy(path).to(emissions.device), torch.from_numpy(score).to(emissions.dtype).to(
+            emissions.device
+        )
+
+    def _check_parameters(self) -> None:
+        """ValueError where a transition, start or end score is NaN or +inf (-inf: forbidden)."""
+        for name in ("transitions", "start", "end"):
+            value = getattr(self, name).detach()
+            if bool(torch.isnan(value).any()) or bool((value == float("inf")).any()):
+                raise ValueError(
+                    f"the CRF's {name} scores are not finite (NaN or +inf): a damaged model or diverged training"
+                )
 
 
 class ScaledForwardBackward(torch.autograd.Function):
@@ -316,12 +345,19 @@ def _logsumexp(x: Tensor, dim: int) -> Tensor:
     ) + top.squeeze(dim)
 
 
-def _check(emissions: Tensor, lengths: Tensor, n_tags: int) -> Tensor:
-    """The [B, L] mask of real positions; ValueError on shapes or lengths out of 1..L."""
+def _check(emissions: Tensor, lengths: Tensor, n_tags: int, finite: bool = False) -> Tensor:
+    """The [B, L] mask of real positions; ValueError on shapes or lengths out of 1..L, and with
+    ``finite`` on a NaN or +inf emission at a real position (-inf, a forbidden tag, is allowed)."""
     if emissions.dim() != 3 or emissions.shape[2] != n_tags or emissions.shape[1] < 1:
         raise ValueError(f"emissions must be [batch, length >= 1, {n_tags}], got {tuple(emissions.shape)}")
     if lengths.shape != emissions.shape[:1]:
         raise ValueError(f"lengths must be [{emissions.shape[0]}], got {tuple(lengths.shape)}")
     if bool((lengths < 1).any()) or bool((lengths > emissions.shape[1]).any()):
         raise ValueError(f"every length must be in 1..{emissions.shape[1]}, got {lengths.tolist()}")
-    return torch.arange(emissions.shape[1], device=emissions.device) < lengths.unsqueeze(1)
+    mask = torch.arange(emissions.shape[1], device=emissions.device) < lengths.unsqueeze(1)
+    if finite:
+        bad = mask.unsqueeze(2) & (torch.isnan(emissions) | (emissions == float("inf")))
+        if bool(bad.any()):
+            b, t, _ = (int(i) for i in bad.nonzero()[0])
+            raise ValueError(f"emission at sentence {b}, position {t} is not finite (NaN or +inf)")
+    return mask
