@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test clean
+.PHONY: setup demo test test-fast clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ test: setup
 	$(PY) -m pytest -q -p no:cacheprovider tests
 	$(NARROW_ISA) $(PY) -m pytest -q -p no:cacheprovider $(NUMERIC_TESTS)
 	for kernels in $$($(PY) -c "$(OTHER_KERNELS)"); do echo "kernel set $$kernels:"; SPACY_ELMO_MIX_KERNELS=$$kernels $(PY) -m pytest -q -p no:cacheprovider $(NUMERIC_TESTS) || exit 1; done
+
+# Lint and the tests not marked slow (no workflows, subprocess pipelines or doc examples): a
+# minute or two while working; `make test` is what CI runs.
+test-fast: setup
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests
 
 clean:
 	rm -rf $(VENV) *.egg-info

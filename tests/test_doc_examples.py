@@ -26,6 +26,8 @@ from typing import List, NamedTuple
 import pytest
 from conftest import DATA, FIXTURES, REPO
 
+pytestmark = pytest.mark.slow  # runs subprocesses and workflows: make test-fast leaves it out
+
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 FENCE = re.compile(r"(?:<!-- example not run: (?P<why>[^\n]*?) -->\n)?^```(?P<lang>python|bash|ini)\n(?P<code>.*?)^```", re.S | re.M)  # fmt: skip
 READER_INPUTS = textwrap.dedent(

@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs subprocesses and workflows: make test-fast leaves it out
+
 SCRIPT = textwrap.dedent(
     """
     import sys

@@ -23,6 +23,8 @@ from spacy_elmo_mix.bilm import ElmoEmbedder
 from spacy_elmo_mix.cli.pretrain import main as pretrain_main
 from spacy_elmo_mix.pretrain.checkpoint import load_checkpoint
 
+pytestmark = pytest.mark.slow  # runs subprocesses and workflows: make test-fast leaves it out
+
 WORDS = (
     ["the cat", "a dog", "my friend", "the old man", "rare zebra"],
     ["sees", "likes", "finds", "admires"],

@@ -7,7 +7,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from elmo_testing import REPO
+
+pytestmark = pytest.mark.slow  # runs subprocesses and workflows: make test-fast leaves it out
 
 
 def test_demo_workflow_runs_end_to_end(tiny_model_files, data_dir, tmp_path):

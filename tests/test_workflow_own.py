@@ -8,7 +8,11 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from spacy_elmo_mix.cli.demo import PACKAGED_PROJECT
+
+pytestmark = pytest.mark.slow  # runs subprocesses and workflows: make test-fast leaves it out
 
 
 def _two_columns(source, target, skip, n_lines):

@@ -4,7 +4,7 @@ The corpora are read exactly as the training configs read them (``spacy.Corpus.v
 ``gold_preproc = false``: each doc is the text retokenized by the ``--lang`` tokenizer, e.g.
 ``1996-08-22`` -> ``1996 - 08 - 22``; ``--gold-preproc`` for configs with ``gold_preproc = true``: the
 stored tokens, one doc per stored sentence), so the cache holds the token sequences training and
-evaluation look up. Every doc is cut into sentences (see :func:`spacy_elmo_mix.segmentation.sentence_token_lists`);
+evaluation look up. Every doc is cut into sentences (see :func:`spacy_elmo_mix.layers.segmentation.sentence_token_lists`);
 sentences already in the cache are read back (and verified), the others are embedded in batches and
 written. Training with the same model, ``--top-layer`` (or a lower one), dtype, compute dtype and
 cache directory then does no biLM work; the defaults are those of the shipped configs (``float32``
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from ..segmentation import DEFAULT_MAX_LENGTH
+from ..layers.segmentation import DEFAULT_MAX_LENGTH
 from . import HelpFormatter, description, program
 
 
@@ -116,7 +116,7 @@ def unique_sentences(
     """The distinct token sequences of all docs in ``corpora`` as training sees them, shortest first.
 
     corpora: ``.spacy`` files; a missing or unreadable one raises ElmoFileError naming it.
-    max_length: passed to :func:`~spacy_elmo_mix.segmentation.sentence_token_lists`.
+    max_length: passed to :func:`~spacy_elmo_mix.layers.segmentation.sentence_token_lists`.
     lang: the tokenizer's language; docs are read like ``spacy.Corpus.v1`` with ``gold_preproc = false``
     (the reference text retokenized), i.e. the ``predicted`` docs of the training Examples.
     gold_preproc: read them as ``gold_preproc = true`` does instead (stored tokens, a doc per sentence).
@@ -125,7 +125,7 @@ def unique_sentences(
     from spacy.training import Corpus
 
     from ..errors import ElmoFileError, ElmoInputError
-    from ..segmentation import sentence_token_lists
+    from ..layers.segmentation import sentence_token_lists
 
     try:
         nlp = spacy.blank(lang)

@@ -35,7 +35,7 @@ from thinc.api import ArgsKwargs, Model, deserialize_attr, serialize_attr
 from thinc.types import Floats3d
 
 from ..errors import ElmoConfigError, ElmoFileError
-from ..segmentation import doc_segments
+from .segmentation import doc_segments
 
 COMPUTE_DTYPES = ("float32", "bfloat16", "auto")
 
