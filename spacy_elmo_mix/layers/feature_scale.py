@@ -4,7 +4,7 @@ A biLM's raw layers have whatever scale its training gave them (the embedded mod
 about 2.9 for the token layer, 0.9 and 1.3 for the LSTM layers; published models differ again).
 Concatenated with spaCy's hash embeddings, whose Maxout output is layer-normalized (root mean square
 1), raw ELMo vectors dominate the projection's input, and at short training budgets they slow
-learning down (README, "Feature scale"; ``results/elmo_hash/``). This layer normalizes each
+learning down (docs/architectures.md, "Feature scale"; ``results/elmo_hash/``). This layer normalizes each
 token's vector (mean 0, root mean square 1 over its dimensions), then multiplies it by a learned
 scalar that starts at ``scale``, so the share of ELMo in the projection's input is a setting, the
 same for every biLM and scheme. A small scale also slows the learning of ELMo's projection: it
