@@ -225,3 +225,23 @@ def test_bilstm_encoder_and_hash_embeddings_train(tiny_model_files, data_dir):
     assert losses[-1] < losses[1]
     names = [node.name for node in nlp.get_pipe("ner").model.walk()]
     assert "elmo_listener" in names and any("hashembed" in n for n in names) and any("pytorch" in n for n in names)
+
+
+def test_an_argument_paragraph_longer_than_max_length_gets_every_tokens_vectors(tiny_model_files, data_dir, tmp_path):
+    """A persuasive-essay paragraph (one doc, no sentence boundaries) longer than ``max_length`` is
+    read in windows of ``max_length`` tokens: every token gets its layers, each window's as if alone."""
+    from spacy_elmo_mix.workflow.convert import convert_file
+
+    convert_file("arguments", data_dir / "arguments" / "dev.dat", tmp_path / "dev.spacy")
+    docs = list(DocBin().from_disk(tmp_path / "dev.spacy").get_docs(spacy.blank("en").vocab))
+    paragraph = max(docs, key=len)
+    window = 64
+    assert len(paragraph) > 2 * window
+    nlp = elmo_only_nlp(tiny_model_files, max_length=window)
+    doc = nlp(Doc(nlp.vocab, words=[t.text for t in paragraph]))
+    layers = doc._.elmo_layers
+    assert layers.shape == (3, len(paragraph), 32) and (np.abs(layers).sum(axis=(0, 2)) > 0).all()
+    second = nlp(Doc(nlp.vocab, words=[t.text for t in paragraph[window : 2 * window]]))
+    np.testing.assert_allclose(
+        layers[:, window : 2 * window], second._.elmo_layers, atol=1e-6
+    )  # as test_long_doc_without_sentences_is_windowed

@@ -89,6 +89,33 @@ def test_wnut16_tab_separated(tmp_path):
     assert ents(docs[0]) == [(1, 3, "geo-loc")] and len(docs) == 2 and stats.tokens == 4
 
 
+ARGUMENTS = (
+    "1\tShould\t_\t_\tO\n2\tstudents\t_\t_\tB-MajorClaim\n3\tlearn\t_\t_\tI-MajorClaim\n"
+    "4\t:\t_\t_\tO\n5\tyes\t_\t_\tB-Claim:For\n6\t.\t_\t_\tO\n\n\n"  # a doubled blank line
+    "1\tFirst\t_\t_\tB-Premise:-1:Support\n2\tof\t_\t_\tI-Premise:-1:Support\n3\tall\t_\t_\tI-Premise:-1:Support\n"
+)
+
+
+def test_arguments_keep_every_token_and_strip_the_relation(tmp_path):
+    """The persuasive essays: one paragraph per doc, every token line kept as given, the
+    component type read before the first ``:`` (the relation suffix dropped)."""
+    path = write(tmp_path, "train.dat", ARGUMENTS)
+    stats = convert_file("arguments", path, tmp_path / "train.spacy")
+    first, second = read_docs(tmp_path / "train.spacy")
+    assert [t.text for t in first] == ["Should", "students", "learn", ":", "yes", "."]
+    assert ents(first) == [(1, 3, "MajorClaim"), (4, 5, "Claim")] and ents(second) == [(0, 3, "Premise")]
+    assert stats.tokens == 9
+
+
+def test_arguments_file_keeps_every_token_line(data_dir, tmp_path):
+    source = data_dir / "arguments" / "dev.dat"
+    lines = [line for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    stats = convert_file("arguments", source, tmp_path / "dev.spacy")
+    docs = read_docs(tmp_path / "dev.spacy")
+    assert stats.tokens == sum(len(d) for d in docs) == len(lines)
+    assert {e.label_ for d in docs for e in d.ents} == {"MajorClaim", "Claim", "Premise"}
+
+
 def test_conll2000_gives_entities_and_tags(tmp_path):
     path = write(tmp_path, "test.txt", "He PRP B-NP\nreckons VBZ B-VP\nthe DT B-NP\ndeficit NN I-NP\n")
     convert_file("conll2000", path, tmp_path / "test.spacy")
@@ -234,7 +261,7 @@ def test_own_two_column_data_set_with_any_file_names(tmp_path, capsys):
 def test_unknown_data_set_says_what_it_needs(tmp_path, capsys):
     assert cli(["convert", "mine", str(write(tmp_path, "a.txt", JNLPBA)), str(tmp_path / "a.spacy")]) == 1
     err = capsys.readouterr().err
-    assert "unknown data set 'mine': known are conll2003, wnut16, conll2000, ud_ewt" in err and "--format" in err
+    assert "unknown data set 'mine': known are conll2003, wnut16, conll2000, arguments, ud_ewt" in err and "--format" in err
 
 
 def test_datasets_file_describes_a_data_set(tmp_path):

@@ -14,7 +14,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         prog=program("run"), description=description(__doc__), formatter_class=HelpFormatter
     )
     parser.add_argument(
-        "--dataset", required=True, help="conll2003, wnut16, conll2000, ud_ewt, or your own (with --task)"
+        "--dataset", required=True, help="conll2003, wnut16, conll2000, arguments, ud_ewt, or your own (with --task)"
     )
     parser.add_argument(
         "--task", choices=["ner", "tagger"], help="the task (needed for a data set that is not built in)"

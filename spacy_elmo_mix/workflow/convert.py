@@ -1,7 +1,7 @@
 """Convert tagged data sets to spaCy ``.spacy`` files (``DocBin``), one ``Doc`` per sentence.
 
 A data set is data, not code: a :class:`DatasetSpec` says where its files are and how to read them.
-The built-in ones (``conll2003``, ``wnut16``, ``conll2000``, ``ud_ewt``) are entries of
+The built-in ones (``conll2003``, ``wnut16``, ``conll2000``, ``arguments``, ``ud_ewt``) are entries of
 ``spacy_elmo_mix/configs/datasets.json``; your own come from a JSON file of the same form
 (``--datasets-file``) or from command-line options. An entry's keys:
 
@@ -13,6 +13,7 @@ The built-in ones (``conll2003``, ``wnut16``, ``conll2000``, ``ud_ewt``) are ent
 ``tag_column``    1-based column of the tag (``columns``; default: the last one)
 ``separator``     ``whitespace`` (default: runs of spaces and tabs) or ``tab``
 ``label``         the name in tables (optional)
+``tag_suffix``    where a tag's own part ends (optional): ``":"`` keeps ``I-Premise`` of ``I-Premise:-1:Support``
 
 Tokens are kept as given (other whitespace in a token, such as a no-break or thin space, is part
 of it: see ``SEPARATORS``); ``spaces`` is True after every token but the last. Sentences are separated
@@ -74,7 +75,8 @@ class DatasetSpec:
     name: its id; format: ``columns`` or ``conllu``; files: split -> file name or glob; task: ``ner``
     or ``tagger``; token_column/tag_column: 1-based columns (tag_column None: the last); separator:
     ``whitespace`` or ``tab``; tags_too: a ``ner`` data set also sets ``token.tag_``; label: its
-    name in tables.
+    name in tables; tag_suffix: where a tag's own part ends (None: the whole column), e.g. ``:``
+    for the persuasive essays' ``I-Premise:-1:Support``, whose component type is ``I-Premise``.
     """
 
     name: str
@@ -86,6 +88,7 @@ class DatasetSpec:
     separator: str = "whitespace"
     tags_too: bool = False
     label: str = ""
+    tag_suffix: Optional[str] = None
 
     def check(self, where: str) -> "DatasetSpec":
         """Itself, or ElmoInputError naming ``where`` (the file or option it came from) and the bad key."""
@@ -102,6 +105,8 @@ class DatasetSpec:
             value = getattr(self, key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 bad.append(f"{key} {value!r} (expected a column number, 1 or more)")
+        if self.tag_suffix is not None and (not isinstance(self.tag_suffix, str) or not self.tag_suffix):
+            bad.append(f"tag_suffix {self.tag_suffix!r} (expected a non-empty string or null)")
         if self.tag_column is not None and self.tag_column == self.token_column:
             bad.append(f"tag_column {self.tag_column} is also the token column")
         if not isinstance(self.files, dict) or set(self.files) != set(SPLITS):
@@ -223,7 +228,8 @@ def read_columns(path: Path, stats: "ConvertStats", spec: DatasetSpec, encoding:
                     f"{path}:{number}: expected {expected} {spec.separator}-separated columns, found {len(columns)}: {line!r}"
                 )
             sentence.words.append(columns[spec.token_column - 1])
-            sentence.labels.append(columns[(spec.tag_column or n_columns) - 1])
+            tag = columns[(spec.tag_column or n_columns) - 1]
+            sentence.labels.append(tag.split(spec.tag_suffix, 1)[0] if spec.tag_suffix else tag)
             sentence.lines.append(number)
         if sentence.words:
             yield sentence
