@@ -31,6 +31,7 @@ OTHER_KERNELS := from spacy_elmo_mix.bilm.kernels import KERNELS, default_kernel
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 	$(PY) -m pytest -q -p no:cacheprovider tests
 	$(NARROW_ISA) $(PY) -m pytest -q -p no:cacheprovider $(NUMERIC_TESTS)
 	for kernels in $$($(PY) -c "$(OTHER_KERNELS)"); do echo "kernel set $$kernels:"; SPACY_ELMO_MIX_KERNELS=$$kernels $(PY) -m pytest -q -p no:cacheprovider $(NUMERIC_TESTS) || exit 1; done

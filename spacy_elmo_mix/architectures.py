@@ -84,7 +84,7 @@ def build_bilm_v3(
 
 
 @registry.architectures("spacy-elmo-mix.ElmoListener.v1")
-def build_listener(
+def build_listener_v1(
     mixer: Model[List[Floats3d], List[Floats2d]], upstream: str = "*"
 ) -> Model[List[Doc], List[Floats2d]]:
     """Listen to an ``elmo`` component and combine its layers with ``mixer`` (a weighting scheme).
@@ -96,7 +96,7 @@ def build_listener(
 
 
 @registry.architectures("spacy-elmo-mix.ElmoInline.v1")
-def build_inline(
+def build_inline_v1(
     bilm: Model[List[Doc], List[Floats3d]], mixer: Model[List[Floats3d], List[Floats2d]]
 ) -> Model[List[Doc], List[Floats2d]]:
     """A biLM owned by this component, combined by ``mixer``; only the layers it needs are computed.
@@ -107,7 +107,7 @@ def build_inline(
 
 
 @registry.architectures("spacy-elmo-mix.ElmoTok2Vec.v1")
-def build_tok2vec(
+def build_tok2vec_v1(
     elmo: Model[List[Doc], List[Floats2d]],
     width: int,
     encoder: Model[List[Floats2d], List[Floats2d]],
@@ -126,7 +126,9 @@ def build_tok2vec(
     maxout_pieces: pieces of the Maxout projection. dropout: dropout after the projection.
     """
     features = elmo if embed is None else concatenate(elmo, embed)
-    projection = with_array(Maxout(width, nP=maxout_pieces, dropout=dropout, normalize=True))
+    projection: Model[List[Floats2d], List[Floats2d]] = with_array(
+        Maxout(width, nP=maxout_pieces, dropout=dropout, normalize=True)
+    )
     model = chain(features, projection, encoder)
     model.set_dim("nO", width)
     return model
@@ -156,11 +158,11 @@ def build_tok2vec_v2(
         if not elmo_scale > 0:
             raise ElmoConfigError(f"ElmoTok2Vec.v2: elmo_scale must be a positive number or null, got {elmo_scale!r}")
         elmo = chain(elmo, with_array(ScaledNorm(elmo_scale)))
-    return build_tok2vec(elmo, width, encoder, embed, maxout_pieces, dropout)
+    return build_tok2vec_v1(elmo, width, encoder, embed, maxout_pieces, dropout)
 
 
 @registry.architectures("spacy-elmo-mix.BiLSTMTok2Vec.v1")
-def build_bilstm_tok2vec(
+def build_bilstm_tok2vec_v1(
     elmo: Optional[Model[List[Doc], List[Floats2d]]],
     embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
     width: int = 100,
@@ -182,13 +184,14 @@ def build_bilstm_tok2vec(
     if elmo is None and embed is None:
         raise ElmoConfigError("BiLSTMTok2Vec.v1: give elmo, embed or both; the network needs features")
     features = embed if elmo is None else (elmo if embed is None else concatenate(elmo, embed))
+    assert features is not None  # elmo or embed: checked above
     model = chain(features, BiLSTMEncoder(width, depth, dropout, recurrent_dropout))
     model.set_dim("nO", 2 * width)
     return model
 
 
 @registry.architectures("spacy-elmo-mix.CRFTagger.v1")
-def build_crf_tagger(
+def build_crf_tagger_v1(
     tok2vec: Model[List[Doc], List[Floats2d]], nO: Optional[int] = None
 ) -> Model[List[Doc], List[Floats2d]]:
     """The model of ``crf_ner`` and ``crf_tagger``: ``tok2vec`` -> one linear score per tag -> a CRF.
@@ -200,6 +203,6 @@ def build_crf_tagger(
 
 
 # The weighting schemes are registered as they are: their docstrings live in layers/scalar_mix.py.
-build_scalar_mix = registry.layers("spacy-elmo-mix.ScalarMix.v1")(scalar_mix.ScalarMix)
-build_concat = registry.layers("spacy-elmo-mix.ConcatLayers.v1")(scalar_mix.ConcatLayers)
-build_paper_scheme = registry.layers("spacy-elmo-mix.PaperScheme.v1")(scalar_mix.PaperScheme)
+build_scalar_mix_v1 = registry.layers("spacy-elmo-mix.ScalarMix.v1")(scalar_mix.ScalarMix)
+build_concat_v1 = registry.layers("spacy-elmo-mix.ConcatLayers.v1")(scalar_mix.ConcatLayers)
+build_paper_scheme_v1 = registry.layers("spacy-elmo-mix.PaperScheme.v1")(scalar_mix.PaperScheme)

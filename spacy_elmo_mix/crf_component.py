@@ -12,7 +12,7 @@ matches (possible only with misaligned tokens) is left out of the loss.
 
 from itertools import islice
 from pathlib import Path
-from typing import Callable, Iterable, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Union, cast
 
 import numpy as np
 import srsly
@@ -61,7 +61,7 @@ def _same_tokens(predicted: Doc, reference: Doc) -> bool:
     """Whether two docs of one example have the same tokens: the same token texts (``ORTH``, their
     ids in the shared string store) each followed by the same whitespace (``SPACY``), hence the same
     text and token offsets. Read as two arrays, without building the docs' texts."""
-    attrs = ["ORTH", "SPACY"]
+    attrs: List[Union[int, str]] = ["ORTH", "SPACY"]
     return len(predicted) == len(reference) and np.array_equal(predicted.to_array(attrs), reference.to_array(attrs))
 
 
@@ -160,7 +160,7 @@ class CRFTagger(TrainablePipe):
         self.model = model
         self.name = name
         self.scorer = scorer
-        self.cfg = {"labels": [], "target": target, "tag_scheme": tag_scheme}
+        self.cfg: Dict[str, Any] = {"labels": [], "target": target, "tag_scheme": tag_scheme}
         self._made_as = (target, tag_scheme)  # what the factory's settings ask for
         self.overwrite = overwrite
         self.incorrect_spans_key = incorrect_spans_key
@@ -206,7 +206,7 @@ class CRFTagger(TrainablePipe):
         self.model.initialize(X=docs, Y=(self.tag_names, self.cfg["tag_scheme"]))
 
     def _labels_in(self, examples: Iterable[Example]) -> List[str]:
-        found = set()
+        found: Set[str] = set()
         for eg in examples:
             if self.cfg["target"] == ENTS:
                 found.update(ent.label_ for ent in eg.reference.ents)
@@ -260,6 +260,7 @@ class CRFTagger(TrainablePipe):
                 f"{where}: saved for target {target!r} and tag scheme {scheme!r}, but the component's "
                 f"settings give {self._made_as[0]!r} and {self._made_as[1]!r}"
             )
+        assert scheme is not None  # equal to self._made_as[1]
         check_loaded(self.model.get_ref("crf"), self.tag_names, scheme, where)
 
     def predict(self, docs: Iterable[Doc]) -> List[Ints1d]:
@@ -335,7 +336,7 @@ class CRFTagger(TrainablePipe):
 
     def get_loss(self, examples: Iterable[Example], emissions: List[Floats2d]):
         """The mean negative log-likelihood of the gold tags over the batch's docs, and its gradient."""
-        gold = [self._gold_indices(eg) for eg in examples]
+        gold = cast(List[Ints1d], [self._gold_indices(eg) for eg in examples])  # int32 arrays
         allowed = [self._not_incorrect(eg) for eg in examples] if self.incorrect_spans_key else None
         return crf_loss(self.model.get_ref("crf"), emissions, gold, allowed)
 
@@ -378,8 +379,8 @@ class CRFTagger(TrainablePipe):
         """The gold tag indices of ``doc``'s own tokens, as :meth:`_gold_indices` defines them."""
         strings = doc.vocab.strings
         if self.cfg["target"] == TAGS:
-            index = {strings[name]: i for i, name in enumerate(self.tag_names)}
-            return np.array([index.get(int(h), UNKNOWN) for h in doc.to_array("TAG")], dtype="int32")
+            by_hash = {strings[name]: i for i, name in enumerate(self.tag_names)}
+            return np.array([by_hash.get(int(h), UNKNOWN) for h in doc.to_array("TAG")], dtype="int32")
         gold = np.full(len(doc), UNKNOWN, dtype="int32")
         if not doc.has_annotation("ENT_IOB"):
             return gold

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Any, Dict, List, cast
 
 from spacy.language import Language
 
@@ -19,7 +19,8 @@ def learned_layer_weights(nlp: Language) -> Dict[str, List[dict]]:
     for name, component in nlp.components:
         models = [getattr(component, "model", None)]
         if getattr(component, "set_tensor", False):
-            models.append(component.scheme)  # the elmo component's own (fixed) scheme, when used
+            # the elmo component's own (fixed) scheme, when used (spaCy types components as callables)
+            models.append(cast(Any, component).scheme)
         for model in models:
             if model is None or not hasattr(model, "walk"):
                 continue

@@ -13,7 +13,7 @@ every listener, so a pipeline whose schemes use layers 0 and 1 never runs the to
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, cast
 from weakref import WeakKeyDictionary
 
 import srsly
@@ -163,7 +163,7 @@ class Elmo(TrainablePipe):
         needs = [listener.max_layer for listener in self.listeners]
         if self.set_tensor:
             needs.append(max_layer(self.scheme))
-        return None if not needs or None in needs else max(needs)
+        return None if not needs or None in needs else max(cast(List[int], needs))  # no None: checked
 
     def compute_layers(self, docs: List[Doc], is_train: bool = False):
         """ELMo layers of ``docs`` (and, when ``is_train``, the backprop callback)."""
@@ -328,7 +328,7 @@ class Elmo(TrainablePipe):
         return self
 
 
-def process_cache_settings(name: str, own: Dict[str, object], given: Dict[str, object]) -> Dict[str, object]:
+def process_cache_settings(name: str, own: Dict[str, Any], given: Dict[str, Any]) -> Dict[str, Any]:
     """The layer cache settings (``CACHE_SETTINGS``) this process uses.
 
     name: the component's name (for the config sections in the error message).

@@ -14,7 +14,7 @@ from .learned_weights import format_layer_weights, learned_layer_weights
 
 
 @registry.loggers("spacy-elmo-mix.LayerWeightsLogger.v1")
-def layer_weights_logger(logger: Optional[Callable] = None, path: Optional[str] = None) -> Callable:
+def build_layer_weights_logger_v1(logger: Optional[Callable] = None, path: Optional[str] = None) -> Callable:
     """Wrap ``logger`` (default ``spacy.ConsoleLogger.v1``); at each evaluation, print the layer
     weights and gamma of every ELMo scheme, and append them with the step, epoch, losses and score as
     a JSON line to ``path`` if given (used by the workflow and the tests).

@@ -10,7 +10,9 @@ from scipy.stats import ttest_ind
 
 from spacy_elmo_mix.__main__ import main as cli
 from spacy_elmo_mix.cli.compare import main as compare_cli
-from spacy_elmo_mix.workflow.compare import MetricsError, compare, read_metrics, scheme_order
+from spacy_elmo_mix.workflow.compare import compare
+from spacy_elmo_mix.workflow.compare.loading import MetricsError, read_metrics
+from spacy_elmo_mix.workflow.compare.statistics import scheme_order
 
 
 def write_run(root, dataset, scheme, seed, score, metric="ents_f", **extra):

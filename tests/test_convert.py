@@ -261,7 +261,10 @@ def test_own_two_column_data_set_with_any_file_names(tmp_path, capsys):
 def test_unknown_data_set_says_what_it_needs(tmp_path, capsys):
     assert cli(["convert", "mine", str(write(tmp_path, "a.txt", JNLPBA)), str(tmp_path / "a.spacy")]) == 1
     err = capsys.readouterr().err
-    assert "unknown data set 'mine': known are conll2003, wnut16, conll2000, arguments, ud_ewt" in err and "--format" in err
+    assert (
+        "unknown data set 'mine': known are conll2003, wnut16, conll2000, arguments, ud_ewt" in err
+        and "--format" in err
+    )
 
 
 def test_datasets_file_describes_a_data_set(tmp_path):

@@ -30,6 +30,18 @@ def test_entry_points_are_declared():
     assert {"spacy_factories", "spacy_architectures", "spacy_layers", "spacy_loggers", "spacy_cli"} <= groups
 
 
+VERSIONED = [(name, target) for group, name, target in ENTRY_POINTS if group not in ("spacy_factories", "spacy_cli")]
+
+
+@pytest.mark.parametrize("name,target", VERSIONED, ids=[n for n, _ in VERSIONED])
+def test_registered_functions_are_versioned_builders(name, target):
+    """``spacy-elmo-mix.Name.vN`` is built by ``build_*_vN``: the version in both names."""
+    version = name.rsplit(".", 1)[1]
+    assert name.startswith("spacy-elmo-mix.") and version[:1] == "v" and version[1:].isdigit()
+    function = target.split(":")[1]
+    assert function.startswith("build_") and function.endswith(f"_{version}"), (name, function)
+
+
 @pytest.mark.parametrize("group,name,target", ENTRY_POINTS, ids=[n for _, n, _ in ENTRY_POINTS])
 def test_registered_name_resolves(group, name, target):
     import importlib

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
-from spacy_elmo_mix.architectures import build_concat, build_paper_scheme, build_scalar_mix
+from spacy_elmo_mix.architectures import build_concat_v1, build_paper_scheme_v1, build_scalar_mix_v1
 from spacy_elmo_mix.errors import ElmoConfigError
 from spacy_elmo_mix.layers.scalar_mix import PAPER_SCHEMES, normalized_weights
 
@@ -26,7 +26,7 @@ def test_scalar_mix_matches_allennlp_reference(fixtures_dir):
     ref = np.load(fixtures_dir / "reference" / "expected_fixture_model.npz")
     X = [ref[f"layers_{i}"] for i in range(len(ref["lengths"]))]
     w = softmax(np.array([0.5, -0.2, 0.1]))
-    mix = _init(build_scalar_mix(layers=[0, 1, 2], initial_weights=w.tolist(), gamma=1.3), X[:1])
+    mix = _init(build_scalar_mix_v1(layers=[0, 1, 2], initial_weights=w.tolist(), gamma=1.3), X[:1])
     for i, y in enumerate(mix.predict(X)):
         np.testing.assert_allclose(y, ref[f"mix_{i}"], atol=1e-5)
 
@@ -36,17 +36,17 @@ def test_scalar_mix_matches_allennlp_reference(fixtures_dir):
 )
 def test_fixed_paper_schemes(name, expected_layers):
     X = _layers(0)
-    mix = _init(build_paper_scheme(name), X)
+    mix = _init(build_paper_scheme_v1(name), X)
     for x, y in zip(X, mix.predict(X)):
         np.testing.assert_allclose(y, x[expected_layers].mean(axis=0), rtol=1e-5, atol=1e-6)
 
 
 def test_concat_and_weighted12():
     X = _layers(1)
-    concat = _init(build_paper_scheme("concat"), X)
+    concat = _init(build_paper_scheme_v1("concat"), X)
     assert concat.get_dim("nO") == 12
     np.testing.assert_array_equal(concat.predict(X)[0][:, 4:8], X[0][1])
-    weighted12 = _init(build_paper_scheme("weighted12"), X)
+    weighted12 = _init(build_paper_scheme_v1("weighted12"), X)
     assert weighted12.attrs["layers"] == [0, 1] and weighted12.attrs["trainable"]
     assert set(PAPER_SCHEMES) == {"layer1", "layer2", "layer3", "concat", "average", "weighted", "weighted12"}
 
@@ -89,19 +89,19 @@ def _numeric_check(model, X, names):
 def test_scalar_mix_gradients(layer_norm):
     X = _layers(2)
     mix = _init(
-        build_scalar_mix(initial_weights=[0.2, 0.5, 0.3], layers=[0, 1, 2], gamma=0.7, layer_norm=layer_norm), X
+        build_scalar_mix_v1(initial_weights=[0.2, 0.5, 0.3], layers=[0, 1, 2], gamma=0.7, layer_norm=layer_norm), X
     )
     _numeric_check(mix, X, ["s", "gamma"])
 
 
 def test_concat_gradients():
     X = _layers(4)
-    _numeric_check(_init(build_concat([2, 0]), X), X, [])
+    _numeric_check(_init(build_concat_v1([2, 0]), X), X, [])
 
 
 def test_fixed_scheme_gets_no_gradient():
     X = _layers(5)
-    mix = _init(build_paper_scheme("average"), X)
+    mix = _init(build_paper_scheme_v1("average"), X)
     _, backprop = mix.begin_update(X)
     backprop([np.ones((x.shape[1], 4), dtype="float32") for x in X])
     assert not mix.has_grad("s") and not mix.has_grad("gamma")
@@ -109,7 +109,7 @@ def test_fixed_scheme_gets_no_gradient():
 
 def test_layer_norm_is_per_doc():
     X = _layers(6)
-    mix = _init(build_scalar_mix(layer_norm=True), X)
+    mix = _init(build_scalar_mix_v1(layer_norm=True), X)
     together = mix.predict(X)
     alone = [mix.predict([x])[0] for x in X]
     for a, b in zip(together, alone):
@@ -119,7 +119,7 @@ def test_layer_norm_is_per_doc():
 
 def test_weight_dropout_keeps_a_layer_and_sums_to_one():
     X = _layers(7)
-    mix = _init(build_scalar_mix(weight_dropout=0.9), X)
+    mix = _init(build_scalar_mix_v1(weight_dropout=0.9), X)
     for _ in range(20):
         Y, _ = mix.begin_update(X)
         assert np.isfinite(Y[0]).all() and np.abs(Y[0]).sum() > 0
@@ -139,14 +139,14 @@ def test_weight_dropout_keeps_a_layer_and_sums_to_one():
 )
 def test_bad_scheme_settings(kwargs, match):
     with pytest.raises(ElmoConfigError, match=match):
-        build_scalar_mix(**kwargs)
+        build_scalar_mix_v1(**kwargs)
 
 
 def test_unknown_paper_scheme():
     with pytest.raises(ElmoConfigError, match="weighted12"):
-        build_paper_scheme("weighted3")
+        build_paper_scheme_v1("weighted3")
 
 
 def test_layer_beyond_model_fails_at_initialize():
     with pytest.raises(ElmoConfigError, match=r"layer 2 .*offers layers 0\.\.1"):
-        build_paper_scheme("layer3").initialize(X=_layers(8, n_layers=2))
+        build_paper_scheme_v1("layer3").initialize(X=_layers(8, n_layers=2))

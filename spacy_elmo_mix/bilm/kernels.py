@@ -9,8 +9,8 @@ docs/benchmarks.md), so the library is a setting with a per-CPU default. The ker
 - ``onednn-packed``: torch's products, the recurrent and projection weights in oneDNN's packed
   float32 layout, one packed product per step whatever its row count (needs torch with oneDNN).
   oneDNN generates its kernels for the CPU's instruction set whoever made the CPU: the fastest
-  measured on AMD EPYC with AVX-512 (1.27-1.56x ``openblas``), on the same CPU held to AVX2
-  (1.20x) and on Intel Xeon with AMX (1.05-1.08x ``mkl-packed``). Weights of fewer than
+  measured on AMD EPYC with AVX-512, on the same CPU held to AVX2 and on Intel Xeon with AMX
+  (docs/benchmarks.md, section "What pays"). Weights of fewer than
   :data:`MIN_ONEDNN_PACKED` elements keep the plain product (its fixed cost per call outweighs
   the gain on small models such as the embedded one);
 - ``mkl-packed``: torch's products (MKL on x86), the recurrent and projection weights in MKL's
@@ -19,9 +19,9 @@ docs/benchmarks.md), so the library is a setting with a per-CPU default. The ker
 - ``openblas``: numpy's single-threaded OpenBLAS (numpy's wheels are built with it) for products
   made on one torch thread, as each direction's products are when the two directions run at once
   on two threads (``BiLM.concurrent_directions``); torch's plain products where torch has more
-  threads (OpenBLAS's and torch's thread pools, both spinning, slowed each other to 0.4x). Faster
-  than MKL on AMD EPYC, where MKL takes slower code paths. No weight copies; it sets OpenBLAS's
-  process-wide thread count to 1.
+  threads (OpenBLAS's and torch's thread pools, both spinning, slow each other down:
+  docs/benchmarks.md, section "AMD EPYC, AVX2 only, in detail"). Faster than MKL on AMD EPYC, where
+  MKL takes slower code paths. No weight copies; it sets OpenBLAS's process-wide thread count to 1.
 
 All compute the same float32 sums, grouped differently (within a few float32 roundings of each
 other; the numerical tests run on each set). With gradients and off the CPU the products are torch's
@@ -119,19 +119,19 @@ class PackedWeight(NamedTuple):
     onednn: bool
 
 
-# MKL's packed copy has a fixed overhead of several MB: for small weights (the embedded model's
-# [2048, 128] recurrent weight packs into 12.6x its size, [128, 512] into 30x) it costs far more
-# memory than it can save time; the published sizes pack into 1.5x ([16384, 512]) and 3.1x ([512, 4096]).
+# MKL's packed copy has a fixed overhead: for small weights (the embedded model's) it is many times
+# the weight's size and costs far more memory than it can save time, while the published sizes pack
+# into less than this ratio (docs/benchmarks.md, section "Packed weights: sizes and thresholds").
 MAX_PACKED_RATIO = 4
-# oneDNN's float32 packed product costs about 12 us more per call than the plain one at one row
-# (AMD EPYC, 1 thread): weights smaller than this (the embedded model's [2048, 128] recurrent and
-# [128, 512] projection weights, where it ran 3-14% slower end to end) keep the plain product; the
-# published sizes ([16384, 512], [512, 4096]) gain at every row count.
+# oneDNN's float32 packed product has a fixed cost per call beyond the plain one's: weights smaller
+# than this (the embedded model's [2048, 128] recurrent and [128, 512] projection weights, which it
+# made slower end to end) keep the plain product; the published sizes ([16384, 512], [512, 4096])
+# gain at every row count (docs/benchmarks.md, section "Packed weights: sizes and thresholds").
 MIN_ONEDNN_PACKED = 1 << 19
 # oneDNN's packed layout serves products of any row count, so its pack is kept when a batch's
-# sentence count changes (a float32 repack took 23 ms per LSTM at the published size); the row count
-# it is made for matters: a pack for 1 row ran 1.25-1.7x slower at 8-32 rows than one for 32, which
-# was within noise of one for 128 at every count from 1 to 128 (AMD EPYC, 1 thread).
+# sentence count changes (repacking costs time per LSTM); the row count it is made for matters: a
+# pack for 1 row is slower at larger counts than one for 32, which is as fast as one for 128 at every
+# count (docs/benchmarks.md, section "Packed weights: sizes and thresholds").
 ONEDNN_PACK_ROWS = 32
 
 
@@ -156,7 +156,7 @@ def prepacked(
     kept = getattr(weight, "_packed_copy", None)
     if kept is None or kept[0] != key:
         kept = (key, _pack(weight.detach(), max(rows, ONEDNN_PACK_ROWS) if onednn else rows, dtype, onednn))
-        weight._packed_copy = kept
+        weight._packed_copy = kept  # type: ignore[attr-defined]  # our own attribute on the tensor
     return kept[1]
 
 
@@ -229,7 +229,9 @@ def _openblas_can(a: Tensor, w: Tensor) -> bool:
 
 
 def _openblas_product(a: Tensor, w: Tensor, bias: Optional[Tensor]) -> Tensor:
-    _openblas().use_one_thread()
+    openblas = _openblas()
+    assert openblas is not None  # the kernel set "openblas" is only accepted where it is found
+    openblas.use_one_thread()
     out = torch.from_numpy(np.matmul(a.detach().numpy(), w.detach().numpy()))
     return out if bias is None else out.add_(bias)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Callable, List, Optional, Tuple, TypeVar
+from typing import Callable, List, Optional, Sequence, Tuple, TypeVar, cast
 
 import torch
 from torch import Tensor, nn
@@ -57,6 +57,10 @@ class Highway(nn.Module):
 class CharCNN(nn.Module):
     """Character embedding, convolutions with max-pooling, highway layers and a linear projection."""
 
+    # nn.ModuleLists, declared for the type checker as the sequences of layers they hold
+    convolutions: Sequence[nn.Conv1d]
+    highways: Sequence[Highway]
+
     def __init__(self, opts: CharCNNOptions, output_dim: int):
         super().__init__()
         self.opts = opts
@@ -64,8 +68,11 @@ class CharCNN(nn.Module):
         self.char_embedding = nn.Parameter(torch.empty(262, opts.char_embedding_dim).uniform_(-1, 1))
         with torch.no_grad():
             self.char_embedding[0].zero_()
-        self.convolutions = nn.ModuleList(nn.Conv1d(opts.char_embedding_dim, n, kernel_size=w) for w, n in opts.filters)
-        self.highways = nn.ModuleList(Highway(opts.n_filters) for _ in range(opts.n_highway))
+        self.convolutions = cast(
+            Sequence[nn.Conv1d],
+            nn.ModuleList(nn.Conv1d(opts.char_embedding_dim, n, kernel_size=w) for w, n in opts.filters),
+        )
+        self.highways = cast(Sequence[Highway], nn.ModuleList(Highway(opts.n_filters) for _ in range(opts.n_highway)))
         self.projection = nn.Linear(opts.n_filters, output_dim)
         self.activation = torch.relu if opts.activation == "relu" else torch.tanh
         # Convolutions and matrix products in this dtype (see BiLM.set_compute_dtype), float32
@@ -94,6 +101,8 @@ class LSTMLayer(nn.Module):
     ``w_input [4*dim, input_dim]``, ``w_recurrent [4*dim, projection_dim]``, ``bias [4*dim]`` (without
     the +1 forget bias, which is added at run time), ``w_projection [projection_dim, dim]``.
     """
+
+    forget_bias: Tensor  # a buffer (register_buffer), declared for the type checker
 
     def __init__(self, input_dim: int, opts: LSTMOptions):
         super().__init__()
@@ -157,8 +166,9 @@ class LSTMLayer(nn.Module):
 
 
 def _tanh_by_sigmoid(x: Tensor) -> Tensor:
-    """``tanh(x)`` as ``2 sigmoid(2x) - 1``: within 2^-22 of it (absolute; tested), 3.5x faster on
-    CPUs where torch's float32 ``tanh`` is not vectorized and its sigmoid is (AMD EPYC, torch 2.13).
+    """``tanh(x)`` as ``2 sigmoid(2x) - 1``: within 2^-22 of it (absolute; tested), several times
+    faster on CPUs where torch's float32 ``tanh`` is not vectorized and its sigmoid is
+    (docs/benchmarks.md, section "AMD EPYC with AVX-512, in detail").
     For the bfloat16 path's gates only: the exact path keeps ``torch.tanh``."""
     return torch.sigmoid(x * 2).mul(2).sub_(1)  # not mul_: sigmoid's backward reads its output
 
@@ -214,6 +224,7 @@ def _pooled_conv(x: Tensor, conv: nn.Conv1d, dtype: torch.dtype) -> Tensor:
     if dtype == torch.float32:
         return conv(x).amax(dim=-1)
     weight = _cast(conv.weight, dtype).unsqueeze(2).contiguous(memory_format=torch.channels_last)
+    assert conv.bias is not None  # CharCNN's convolutions have biases
     return torch.nn.functional.conv2d(x, weight).amax(dim=(2, 3)).float().add_(conv.bias)
 
 
@@ -224,14 +235,22 @@ class BiLM(nn.Module):
     layer's forward and backward outputs), with ``<S>``/``</S>`` added and removed internally.
     """
 
+    # declared for the type checker: nn.ModuleLists as the sequences of layers they hold, a buffer
+    stacks: Sequence[Sequence[LSTMLayer]]
+    markers: Tensor
+
     def __init__(self, options: BiLMOptions):
         super().__init__()
         self.options = options
         lstm = options.lstm
         self.char_cnn = CharCNN(options.char_cnn, lstm.projection_dim)
         # stacks[0] reads left to right, stacks[1] right to left; layers never mix directions.
-        self.stacks = nn.ModuleList(
-            nn.ModuleList(LSTMLayer(lstm.projection_dim, lstm) for _ in range(lstm.n_layers)) for _direction in range(2)
+        self.stacks = cast(
+            Sequence[Sequence[LSTMLayer]],
+            nn.ModuleList(
+                nn.ModuleList(LSTMLayer(lstm.projection_dim, lstm) for _ in range(lstm.n_layers))
+                for _direction in range(2)
+            ),
         )
         markers = torch.from_numpy(sentence_markers(options.char_cnn.max_characters_per_token))
         self.register_buffer("markers", markers, persistent=False)
@@ -319,7 +338,8 @@ class BiLM(nn.Module):
         if dtype != self.compute_dtype and self.token_cache is not None:
             self.token_cache.clear()
         for module in (self.char_cnn, *(layer for stack in self.stacks for layer in stack)):
-            module.compute_dtype = dtype
+            # mypy joins CharCNN and LSTMLayer into nn.Module, whose other attributes are Tensor | Module
+            module.compute_dtype = dtype  # type: ignore[assignment]
         return self
 
     def set_kernels(self, kernels: str) -> "BiLM":
@@ -329,11 +349,11 @@ class BiLM(nn.Module):
         :func:`~.kernels.default_kernels` (per CPU).
 
         ``mkl-packed``: the recurrent and projection weights are packed for the batch's sentence
-        count and kept while the weights and that count do not change (a new count repacks them:
-        about 20 ms per LSTM at full size); every step with at least half that many active rows runs
-        as one packed product over all of them (zero rows padding the finished sentences), smaller
-        steps as plain products. Its memory: about 1.5x the recurrent and 3x the projection weights
-        in addition (~300 MB for the published "original" model); weights whose packed copy would
+        count and kept while the weights and that count do not change (a new count repacks them,
+        which takes time); every step with at least half that many active rows runs as one packed
+        product over all of them (zero rows padding the finished sentences), smaller steps as plain
+        products. Its memory: packed copies larger than the two weights, in addition (repack time
+        and sizes in docs/benchmarks.md, section "What pays"); weights whose packed copy would
         exceed :data:`~.kernels.MAX_PACKED_RATIO` times their size (small models such as the embedded
         one) are not packed. ``onednn-packed``: the same two weights in oneDNN's packed layout (about
         their size again), made once for the first batch's sentence count (at least

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, Tuple, Union
+from typing import AbstractSet, Any, Dict, Tuple, Union
 
 from ..errors import ElmoFileError
 
@@ -199,7 +199,9 @@ class _Reader:
     def error(self, key: str, value: Any, expected: str) -> ElmoFileError:
         return ElmoFileError(f"Invalid ELMo options in {self.source}: key '{key}' is {value!r}, expected {expected}")
 
-    def section(self, data: Any, name: str, required: set, optional: set = frozenset()) -> Dict[str, Any]:
+    def section(
+        self, data: Any, name: str, required: AbstractSet[str], optional: AbstractSet[str] = frozenset()
+    ) -> Dict[str, Any]:
         where = f"section '{name}'" if name else "the top level"
         if not isinstance(data, dict):
             raise ElmoFileError(

@@ -2,7 +2,7 @@
 
 bfloat16 only pays where the hardware multiplies it natively: on CPUs without bf16 matrix units
 (AVX2, or AVX-512 without ``avx512_bf16``/``amx_bf16``) torch emulates it and the biLM runs several
-times *slower* than in float32 (3.2x on an AVX2 EPYC, full-size model). ``auto`` picks bfloat16 only
+times *slower* than in float32 (docs/benchmarks.md, section "Findings"). ``auto`` picks bfloat16 only
 where it is native; an explicit ``bfloat16`` elsewhere is honoured but warned about, once.
 """
 

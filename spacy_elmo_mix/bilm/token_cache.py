@@ -1,7 +1,8 @@
 """An exact, bounded cache of the char-CNN's token vectors (layer 0), keyed by a word's character ids.
 
 A word's token vector depends only on its characters, so a frozen biLM can compute it once and reuse
-it in later batches (AllenNLP measured 34-36% faster CPU inference with such a cache). Reused vectors
+it in later batches (what AllenNLP and this package measured it to save: docs/benchmarks.md, section
+"Findings"). Reused vectors
 are the ones computed earlier; computed afresh in another batch they may differ in the last float32
 bit (GEMM grouping).
 """

@@ -42,6 +42,7 @@ def _tf_arrays(model: BiLM) -> Iterator[Tuple[str, np.ndarray]]:
     cnn = model.char_cnn
     yield "char_embed", a(cnn.char_embedding[1:])
     for i, conv in enumerate(cnn.convolutions):
+        assert conv.bias is not None  # CharCNN's convolutions have biases
         # torch [n, char_dim, width] -> TF [1, width, char_dim, n]
         yield f"CNN/W_cnn_{i}", a(conv.weight).transpose(2, 1, 0)[None]
         yield f"CNN/b_cnn_{i}", a(conv.bias)
@@ -194,6 +195,7 @@ def _assign(model: BiLM, arrays: Dict[str, np.ndarray]) -> None:
         cnn.char_embedding.zero_()
         cnn.char_embedding[1:].copy_(t(arrays["char_embed"]))
         for i, conv in enumerate(cnn.convolutions):
+            assert conv.bias is not None  # CharCNN's convolutions have biases
             conv.weight.copy_(t(arrays[f"CNN/W_cnn_{i}"][0].transpose(2, 1, 0)))
             conv.bias.copy_(t(arrays[f"CNN/b_cnn_{i}"]))
         for k, highway in enumerate(cnn.highways):

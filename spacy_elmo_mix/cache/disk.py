@@ -238,7 +238,9 @@ class DiskTier:
             position = max(original_size, self._indexed_end(shard))
             try:
                 for i, entry in enumerate(entries):
-                    raw = memoryview(np.ascontiguousarray(entry.flat, dtype=self.dtype)).cast("B")
+                    contiguous = np.ascontiguousarray(entry.flat, dtype=self.dtype)
+                    # ndarray has the buffer protocol; numpy's stubs declare it only for Python >= 3.12
+                    raw = memoryview(contiguous).cast("B")  # type: ignore[arg-type]
                     _fill_record(records, i, entry, position, self._block_crcs(raw, entry), self.dtype_name)
                     _write_all(fd, raw, position)
                     position += len(raw)

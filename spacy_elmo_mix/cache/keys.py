@@ -26,7 +26,8 @@ def model_fingerprint(model: "torch.nn.Module", extra: str = "") -> str:
 
     Tensors are hashed in sorted name order with their dtype and shape, so one changed weight (or a
     renamed or reshaped tensor) changes the fingerprint. Tensors are hashed in parallel threads
-    (hashlib releases the GIL): a few hundred ms for the 94M-parameter model; compute it once.
+    (hashlib releases the GIL), still a noticeable time for a published-size model
+    (docs/benchmarks.md, section "Findings"); compute it once.
     """
     import torch
 

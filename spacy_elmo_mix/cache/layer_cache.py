@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Union, cast
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from .memory import MemoryTier
 from .payload import cache_dtype, decode, encode
 
 if TYPE_CHECKING:
-    import torch
+    from ..bilm.modules import BiLM
 
 __all__ = ["CacheStats", "LayerCache", "LayerCacheWarning", "model_fingerprint"]
 
@@ -121,7 +121,7 @@ class LayerCache:
 
     @classmethod
     def for_model(
-        cls, model: "torch.nn.Module", directory: Optional[Union[str, Path]] = None, extra: str = "", **kwargs
+        cls, model: "BiLM", directory: Optional[Union[str, Path]] = None, extra: str = "", **kwargs
     ) -> "LayerCache":
         """A cache for a :class:`~spacy_elmo_mix.bilm.BiLM` (fingerprint and sizes taken from it).
 
@@ -186,20 +186,20 @@ class LayerCache:
         gets the same vectors whether it was a hit or a miss.
         """
         n_layers = self._n_layers(top_layer)
-        sentences = [_tokens(s) for s in sentences]
-        results = self.get_many(sentences, top_layer)
+        tokenized = [_tokens(s) for s in sentences]
+        results = self.get_many(tokenized, top_layer)
         missing = [i for i, found in enumerate(results) if found is None]
         if missing:
-            computed = compute([sentences[i] for i in missing])
+            computed = compute([tokenized[i] for i in missing])
             if len(computed) != len(missing) or any(len(layers) < n_layers for layers in computed):
                 raise ValueError(
                     f"compute must return {len(missing)} arrays of at least {n_layers} layers, "
                     f"got {[getattr(layers, 'shape', None) for layers in computed]}"
                 )
-            stored = self._store([sentences[i] for i in missing], [layers[:n_layers] for layers in computed])
+            stored = self._store([tokenized[i] for i in missing], [layers[:n_layers] for layers in computed])
             for i, flat in zip(missing, stored):
-                results[i] = decode(flat, len(sentences[i]), n_layers, self.width)
-        return results
+                results[i] = decode(flat, len(tokenized[i]), n_layers, self.width)
+        return cast(List[np.ndarray], results)  # every None was filled above
 
     def _store(self, sentences: Sequence[Tokens], layers: Sequence[np.ndarray]) -> List[np.ndarray]:
         if len(sentences) != len(layers):
@@ -255,7 +255,7 @@ class LayerCache:
         return top_layer + 1
 
     def _check_layers(self, tokens: List[str], layers: np.ndarray) -> None:
-        shape = getattr(layers, "shape", None)
+        shape: Any = getattr(layers, "shape", None)
         if (
             not isinstance(layers, np.ndarray)
             or layers.ndim != 3

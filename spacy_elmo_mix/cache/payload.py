@@ -12,11 +12,11 @@ Layers ``0..t`` are therefore a prefix of the entry, so a request for fewer laye
 
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List
 
 import numpy as np
 
-DTYPES = {"float16": np.dtype(np.float16), "float32": np.dtype(np.float32)}
+DTYPES: Dict[str, np.dtype] = {"float16": np.dtype(np.float16), "float32": np.dtype(np.float32)}
 FLOAT16_MAX = float(np.finfo(np.float16).max)
 
 

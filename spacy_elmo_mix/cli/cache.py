@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Set, Tuple
 
 from ..layers.segmentation import DEFAULT_MAX_LENGTH
 from . import HelpFormatter, description, program
@@ -131,7 +131,7 @@ def unique_sentences(
         nlp = spacy.blank(lang)
     except ImportError as exc:
         raise ElmoInputError(f"--lang {lang!r}: not a language spaCy knows ({exc})") from exc
-    seen = set()
+    seen: Set[Tuple[str, ...]] = set()
     for path in corpora:
         try:
             docs = [example.predicted for example in Corpus(path, gold_preproc=gold_preproc)(nlp)]

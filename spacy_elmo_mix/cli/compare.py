@@ -20,7 +20,8 @@ from . import HelpFormatter, description, program
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from ..workflow.compare import compare, table_notes
+    from ..workflow.compare import compare
+    from ..workflow.compare.rendering import table_notes
 
     parser = argparse.ArgumentParser(
         prog=program("compare"), description=description(__doc__), formatter_class=HelpFormatter

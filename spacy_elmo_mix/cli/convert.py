@@ -36,7 +36,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog=program("convert"), description=description(__doc__), formatter_class=HelpFormatter
     )
-    parser.add_argument("dataset", help="a built-in data set (conll2003, wnut16, conll2000, arguments, ud_ewt) or your own's name")
+    parser.add_argument(
+        "dataset", help="a built-in data set (conll2003, wnut16, conll2000, arguments, ud_ewt) or your own's name"
+    )
     parser.add_argument("input", type=Path, help="the data set's folder, or one of its files")
     parser.add_argument("output", type=Path, help="output folder (folder input) or .spacy file (file input)")
     parser.add_argument(

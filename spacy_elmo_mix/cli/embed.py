@@ -100,7 +100,8 @@ def save_layers(path: Path, layers: List[np.ndarray]) -> None:
     from ..atomic import atomic_write
 
     with atomic_write(path) as tmp, tmp.open("wb") as f:
-        np.savez(f, **{f"sentence_{i}": a for i, a in enumerate(layers)})
+        # numpy's stub: a ** mapping might set savez's allow_pickle (these keys never do)
+        np.savez(f, **{f"sentence_{i}": a for i, a in enumerate(layers)})  # type: ignore[arg-type]
 
 
 def check_output(path: Path, force: bool) -> None:

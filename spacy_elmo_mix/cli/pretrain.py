@@ -19,7 +19,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, NoReturn, Optional
+from typing import TYPE_CHECKING, Dict, List, NoReturn, Optional, cast
 
 from . import HelpFormatter, description, program
 
@@ -455,7 +455,7 @@ def _check_cooldown(cooldown_steps: Optional[int], max_steps: Optional[int]) -> 
         raise ElmoInputError(
             f"--cooldown {cooldown_steps} needs --max-steps (the step at which the learning rate reaches 0)"
         )
-    if cooldown_steps and cooldown_steps > max_steps:
+    if cooldown_steps and cooldown_steps > cast(int, max_steps):  # not None: checked above
         raise ElmoInputError(f"--cooldown {cooldown_steps} is longer than the run (--max-steps {max_steps})")
 
 

@@ -26,16 +26,19 @@ from __future__ import annotations
 
 import hashlib
 import weakref
-from typing import Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, cast
 
 import numpy as np
 import srsly
 from spacy.tokens import Doc
-from thinc.api import ArgsKwargs, Model, deserialize_attr, serialize_attr
+from thinc.api import ArgsKwargs, Model, PyTorchShim, deserialize_attr, serialize_attr
 from thinc.types import Floats3d
 
 from ..errors import ElmoConfigError, ElmoFileError
 from .segmentation import doc_segments
+
+if TYPE_CHECKING:
+    from .listener import ElmoListener
 
 COMPUTE_DTYPES = ("float32", "bfloat16", "auto")
 
@@ -129,7 +132,7 @@ def use_cache(model: Model, cache_dir: Optional[str], cache_memory_mb: float, ca
     )
 
 
-def replace_listener(bilm_copy: Model, listener: Model, component) -> Model:
+def replace_listener(bilm_copy: Model, listener: "ElmoListener", component) -> Model:
     """For ``nlp.replace_listeners``: the listener becomes a biLM of its own plus its mixer."""
     from .inline import ElmoInline
 
@@ -162,12 +165,13 @@ def get_bilm(model: Model):
         raise ValueError("The ELMo biLM is not loaded yet: call nlp.initialize() (or load a trained pipeline) first")
     from ..bilm.precision import resolve_compute_dtype
 
-    return module.set_compute_dtype(resolve_compute_dtype(settings(model)["compute_dtype"], model.shims[0].device))
+    device = cast(PyTorchShim, model.shims[0]).device  # a TorchShim
+    return module.set_compute_dtype(resolve_compute_dtype(settings(model)["compute_dtype"], device))
 
 
 def set_bilm(model: Model, bilm) -> None:
     """Put a loaded ``BiLM`` into ``model`` and record its width and layer count."""
-    shim = model.shims[0]
+    shim = cast(PyTorchShim, model.shims[0])  # a TorchShim
     shim._model = bilm.to(shim.device)
     model.set_dim("nO", bilm.options.output_dim, force=True)
     model.attrs["n_layers"] = bilm.n_output_layers
@@ -238,7 +242,7 @@ def _run_chunk(model: Model, tokens: List[List[str]], with_grad: bool):
     from ..bilm.chars import batch_to_char_ids
 
     bilm = get_bilm(model)
-    device = model.shims[0].device
+    device = cast(PyTorchShim, model.shims[0]).device  # a TorchShim
     char_ids = torch.from_numpy(batch_to_char_ids(tokens, bilm.options.char_cnn.max_characters_per_token)).to(device)
     lengths = torch.tensor([len(t) for t in tokens], dtype=torch.int64)
     top = model.attrs["top_layer"]

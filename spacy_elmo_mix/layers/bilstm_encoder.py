@@ -4,7 +4,7 @@ The docs' vectors enter the stack as one array of all tokens, and leave it as vi
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, cast
 
 import torch
 from thinc.api import ArgsKwargs, Model, torch2xp, xp2torch
@@ -40,14 +40,14 @@ def _flatten(model: Model, Xs: List[Floats2d], is_train: bool) -> Tuple[ArgsKwar
     inputs = ArgsKwargs(args=(xp2torch(flat, requires_grad=is_train), torch.tensor(lengths)), kwargs={})
 
     def get_dX(d_inputs: ArgsKwargs) -> List[Floats2d]:
-        return _split(model, torch2xp(d_inputs.args[0]), lengths)
+        return _split(model, cast(Floats2d, torch2xp(d_inputs.args[0])), lengths)
 
     return inputs, get_dX
 
 
 def _split_outputs(model: Model, X_Y, is_train: bool) -> Tuple[List[Floats2d], Callable]:
     Xs, Y = X_Y
-    Ys = _split(model, torch2xp(Y), [len(x) for x in Xs])
+    Ys = _split(model, cast(Floats2d, torch2xp(Y)), [len(x) for x in Xs])
 
     def get_dY(dYs: List[Floats2d]) -> ArgsKwargs:
         grad = model.ops.xp.concatenate(dYs) if dYs else model.ops.alloc2f(0, Y.shape[1])

@@ -9,12 +9,12 @@ constraints follow the tag scheme given at initialize (``tagging.tag_schemes``) 
 from __future__ import annotations
 
 import warnings
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import torch
 from thinc.api import Model, torch2xp, xp2torch
-from thinc.types import Floats2d, Ints1d
+from thinc.types import Floats2d, Floats3d, Ints1d, Ints2d
 
 from ..errors import ElmoFileError
 from ..tagging.crf import UNKNOWN, LinearChainCRF
@@ -91,16 +91,16 @@ def crf_decode(
     paths = [model.ops.alloc1i(0) for _ in emissions]
     if allowed is not None:
         emissions = [
-            e if a is None else np.where(a, model.ops.to_numpy(e), -np.inf).astype("float32")
+            e if a is None else cast(Floats2d, np.where(a, model.ops.to_numpy(e), -np.inf).astype("float32"))
             for e, a in zip(emissions, allowed)
         ]
     scores, lengths, rows = _padded(model, emissions, requires_grad=False)
     if rows:
         with torch.no_grad():
             best, _ = torch_module(model).decode(scores, lengths.to(scores.device))
-        best = model.ops.asarray(torch2xp(best))
+        best = cast(Ints2d, model.ops.asarray(torch2xp(best)))  # [B, L]
         for j, i in enumerate(rows):
-            paths[i] = best[j, : lengths[j]].astype("int32")
+            paths[i] = cast(Ints1d, best[j, : lengths[j]].astype("int32"))  # thinc's astype stub: no Ints1d
     return paths
 
 
@@ -142,7 +142,8 @@ def crf_loss(
         )
     loss = nll[torch.isfinite(nll)].sum() / len(emissions)
     loss.backward()
-    grad = torch2xp(scores.grad)
+    assert scores.grad is not None  # scores requires grad and the loss was backpropagated
+    grad = cast(Floats3d, torch2xp(scores.grad))  # [B, L, T]
     for j, i in enumerate(rows):
         d_emissions[i] = grad[j, : lengths[j]]
     return float(loss.item()), d_emissions

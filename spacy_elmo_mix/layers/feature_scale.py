@@ -13,7 +13,7 @@ pays at short budgets and costs at long ones (``results/value/``).
 
 from __future__ import annotations
 
-from typing import Callable, Tuple
+from typing import Any, Callable, Tuple, cast
 
 from thinc.api import Model
 from thinc.types import Floats2d
@@ -49,7 +49,8 @@ def scaled_norm_forward(model: Model, X: Floats2d, is_train: bool) -> Tuple[Floa
 
     def backprop(dY: Floats2d) -> Floats2d:
         if model.attrs["trainable"]:
-            model.inc_grad("s", model.ops.asarray1f([float((dY * normed).sum())]))
+            # cast: thinc's stubs have no Floats2d.sum() over all elements
+            model.inc_grad("s", model.ops.asarray1f([float(cast(Any, dY * normed).sum())]))
         return norm_backprop(dY * s[0])
 
     return Y, backprop

@@ -11,7 +11,7 @@ training when the component sent nothing because it is frozen and annotating
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Protocol, Tuple, cast
 
 from spacy.attrs import ORTH
 from spacy.tokens import Doc
@@ -19,6 +19,21 @@ from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 
 from .scalar_mix import max_layer
+
+
+class Upstream(Protocol):
+    """What a listener needs of the component it listens to (the ``elmo`` component): its model,
+    a sample of its layers to size the mixer, the layers of docs that have none, and a call when a
+    batch's layers have been read."""
+
+    model: Model
+
+    def layer_sample(self) -> Floats3d: ...
+
+    def layers_read(self, listener: Model, docs: List[Doc]) -> None: ...
+
+    def compute_layers(self, docs: List[Doc]) -> List[Floats3d]: ...
+
 
 DOC_ATTR = "elmo_layers"
 
@@ -37,7 +52,7 @@ class ElmoListener(Model):
             self, name=self.name, forward=listener_forward, init=listener_init, layers=[mixer], dims={"nO": None}
         )
         self.upstream_name = upstream_name
-        self.upstream = None  # the component, set by Elmo.add_listener
+        self.upstream: Optional[Upstream] = None  # the component, set by Elmo.add_listener
         self._batch_id: Optional[int] = None
         self._outputs: Optional[List[Floats3d]] = None
         self._backprop: Optional[Callable] = None
@@ -106,6 +121,7 @@ def listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool) -> Tu
         model.verify_inputs(docs)
         Y, mixer_backprop = model.mixer.begin_update(model._outputs)
         upstream_backprop = model._backprop
+        assert upstream_backprop is not None  # verify_inputs: receive gave this batch's layers
 
         def backprop(dY: List[Floats2d]) -> List[Doc]:
             upstream_backprop(mixer_backprop(dY))
@@ -136,7 +152,7 @@ def _annotated(model: ElmoListener, docs: List[Doc]) -> bool:
 
 
 def _doc_layers(model: ElmoListener, docs: List[Doc]) -> List[Floats3d]:
-    return [model.ops.asarray(doc._.get(DOC_ATTR)) for doc in docs]
+    return [cast(Floats3d, model.ops.asarray(doc._.get(DOC_ATTR))) for doc in docs]
 
 
 def _has_layers(doc: Doc, need: Optional[int]) -> bool:

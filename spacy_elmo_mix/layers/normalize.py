@@ -3,12 +3,14 @@ ScalarMix's ``layer_norm`` and ``ScaledNorm``)."""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Tuple
+from typing import Any, Callable, Sequence, Tuple, cast
 
-from thinc.types import FloatsXd
+from thinc.types import FloatsXdT
 
 
-def normalize(xp, x: FloatsXd, axes: Sequence[int], epsilon: float) -> Tuple[FloatsXd, Callable[[FloatsXd], FloatsXd]]:
+def normalize(
+    xp, x: FloatsXdT, axes: Sequence[int], epsilon: float
+) -> Tuple[FloatsXdT, Callable[[FloatsXdT], FloatsXdT]]:
     """``(x - mean) / sqrt(var + epsilon)``, mean and variance over ``axes``; returns it and its backprop.
 
     An empty ``x`` is returned as it is (its backprop passes gradients through).
@@ -16,12 +18,15 @@ def normalize(xp, x: FloatsXd, axes: Sequence[int], epsilon: float) -> Tuple[Flo
     if x.size == 0:
         return x, lambda d: d
     axes = tuple(axes)
-    centered = x - x.mean(axis=axes, keepdims=True)
+    # cast: thinc's array stubs have no mean over several axes (nor any on 3d and 4d arrays)
+    centered = x - cast(Any, x).mean(axis=axes, keepdims=True)
     inv_std = 1.0 / xp.sqrt((centered**2).mean(axis=axes, keepdims=True) + epsilon)
     normed = centered * inv_std
 
-    def backprop(d: FloatsXd) -> FloatsXd:
+    def backprop(d: FloatsXdT) -> FloatsXdT:
         # d/dx of (x - mean) / std with mean and variance over the same elements.
-        return inv_std * (d - d.mean(axis=axes, keepdims=True) - normed * (d * normed).mean(axis=axes, keepdims=True))
+        return inv_std * (
+            d - cast(Any, d).mean(axis=axes, keepdims=True) - normed * (d * normed).mean(axis=axes, keepdims=True)
+        )
 
     return normed, backprop

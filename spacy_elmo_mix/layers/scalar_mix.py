@@ -11,7 +11,7 @@ learned weighted average of Peters et al. are all settings of it. ``ConcatLayers
 from __future__ import annotations
 
 import math
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
@@ -23,7 +23,7 @@ LN_EPSILON = 1e-12  # AllenNLP's ScalarMix value
 
 # Table 1 of Reimers & Gurevych (arXiv 1904.02954): the paper's column -> our settings.
 # The paper numbers layers from 1; our layer indices start at 0 (0 = char-CNN token vectors).
-PAPER_SCHEMES = {
+PAPER_SCHEMES: Dict[str, Optional[Dict[str, Any]]] = {
     "layer1": dict(layers=[0], trainable=False, trainable_gamma=False),
     "layer2": dict(layers=[1], trainable=False, trainable_gamma=False),
     "layer3": dict(layers=[2], trainable=False, trainable_gamma=False),
@@ -166,7 +166,8 @@ def scalar_mix_forward(model: Model, X: List[Floats3d], is_train: bool) -> Tuple
         for x, (h, norm_backprop), m, dy in zip(X, normed, mixed, dY):
             dw += gamma * xp.tensordot(h, dy, axes=([1, 2], [0, 1]))
             dgamma += float((dy * m).sum())
-            dh = gamma * w[:, None, None] * dy[None]
+            # cast: thinc's array stubs have no indexing by None (new axes)
+            dh = gamma * cast(Any, w)[:, None, None] * cast(Any, dy)[None]
             dx = xp.zeros_like(x)
             dx[layers] = norm_backprop(dh) if norm_backprop else dh
             dX.append(dx)
@@ -216,7 +217,8 @@ def concat_forward(model: Model, X: List[Floats3d], is_train: bool) -> Tuple[Lis
         dX = []
         for x, dy in zip(X, dY):
             dx = xp.zeros_like(x)
-            dx[layers] = dy.reshape(x.shape[1], len(layers), -1).transpose(1, 0, 2)
+            # cast: thinc's array stubs take reshape's and transpose's axes only as one tuple
+            dx[layers] = cast(Any, dy).reshape(x.shape[1], len(layers), -1).transpose(1, 0, 2)
             dX.append(dx)
         return dX
 

@@ -5,8 +5,8 @@ which the optimizer updates in place, and then sets the parameter's data to a ne
 returned array (``param.data = xp2torch(...)``). On the CPU two things go wrong with that:
 
 - each new tensor keeps the one before it alive through numpy's chain of views, and the process
-  grows with every step: a BiLSTM-CRF training run on CoNLL-2003 grew by about 1 MB a step (to
-  15 GB in 45 epochs); ``tests/test_torch_shim.py`` measures it;
+  grows with every step (a BiLSTM-CRF training run on CoNLL-2003: docs/crf.md, "Memory", has the
+  figures); ``tests/test_torch_shim.py`` measures it;
 - torch never sees the weights change (same storage, same version counter), so whatever a module
   keeps per weight, such as the biLM's packed and bfloat16 copies of its weights, goes stale.
 
@@ -20,8 +20,11 @@ saved.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from thinc.api import Optimizer, PyTorchShim, torch2xp, xp2torch
+from thinc.types import FloatsXd
 
 
 class TorchShim(PyTorchShim):
@@ -33,8 +36,9 @@ class TorchShim(PyTorchShim):
             if param.grad is None:
                 continue
             if not self._grad_scaler.found_inf:  # skip the step when a scaled gradient overflowed
-                data = torch2xp(param.data)
-                updated, _ = optimizer((self.id, name), data, torch2xp(param.grad))
+                # float parameters: float arrays (cast as thinc's PyTorchShim.finish_update does)
+                data = cast(FloatsXd, torch2xp(param.data))
+                updated, _ = optimizer((self.id, name), data, cast(FloatsXd, torch2xp(param.grad)))
                 if updated is not data:
                     with torch.no_grad():
                         param.data.copy_(xp2torch(updated, device=param.device))

@@ -11,7 +11,7 @@ The batch order of an epoch depends only on ``(seed, epoch)``, so a run can resu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import List, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -23,9 +23,11 @@ from ..bilm.chars import word_to_char_ids
 IGNORE = -100
 BOS_TYPE, EOS_TYPE = 0, 1
 SORT_POOL_BATCHES = 50
+# a sentence: an array of type ids or a list of tokens
+SentenceT = TypeVar("SentenceT", np.ndarray, List[str])
 
 
-def make_examples(sentences: Sequence[Sequence], max_len: int) -> List[Sequence]:
+def make_examples(sentences: Sequence[SentenceT], max_len: int) -> List[SentenceT]:
     """Cut every sentence (array of type ids, or list of tokens) into windows of at most ``max_len`` tokens."""
     if max_len < 1:
         raise ValueError(f"max_len must be at least 1, got {max_len}")

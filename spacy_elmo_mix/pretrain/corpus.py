@@ -22,7 +22,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union, cast
 
 import numpy as np
 
@@ -260,7 +260,7 @@ def _spacy_tokenizer() -> Callable[[Iterable[str]], Iterator[List[str]]]:
     # English() is what spacy.blank("en") builds, without resolving the plugin registry.
     from spacy.lang.en import English
 
-    tokenizer = English().tokenizer
+    tokenizer = cast(Any, English().tokenizer)  # a spacy Tokenizer (spaCy types it as a callable)
 
     def tokenize(lines: Iterable[str]) -> Iterator[List[str]]:
         for doc in tokenizer.pipe(lines, batch_size=1000):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -79,7 +79,7 @@ def prepare_data(
     encoding: the text files' encoding.
     """
     train_paths, heldout_paths = expand_paths(train_paths), expand_paths(heldout_paths)
-    read = dict(pretokenized=pretokenized, max_line_chars=max_line_chars, encoding=encoding)
+    read: Dict[str, Any] = dict(pretokenized=pretokenized, max_line_chars=max_line_chars, encoding=encoding)
     train = read_corpus(train_paths, **read)
     vocab = vocab or Vocabulary.build(train.types, train.type_counts(), min_count=min_count, max_size=max_vocab)
     heldout = read_corpus(heldout_paths, types=train.types, **read) if heldout_paths else None

@@ -27,6 +27,7 @@ def warmup_inverse_sqrt(
         step = step + 1
         scale = step / warmup if step < warmup else (warmup / step) ** 0.5
         if cooldown_steps:
+            assert max_steps is not None  # checked above
             scale *= min(1.0, max(0, max_steps - step + 1) / cooldown_steps)
         return scale
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -71,7 +71,7 @@ class StreamingData:
         heldout_max_len: Optional[int] = None,
     ):
         self.train_paths, self.max_len = expand_paths(train_paths), max_len
-        self._read = dict(pretokenized=pretokenized, max_line_chars=max_line_chars, encoding=encoding)
+        self._read: Dict[str, Any] = dict(pretokenized=pretokenized, max_line_chars=max_line_chars, encoding=encoding)
         self.skipped: Dict[str, int] = {}
         self._counts: Optional[Dict[str, int]] = None
         if vocab is None:

@@ -10,7 +10,7 @@ import contextlib
 import math
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union, cast
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -234,7 +234,8 @@ class Trainer:
     def summary(self) -> Dict[str, Any]:
         """Steps, epochs, time, tokens seen and the last held-out perplexities."""
         last = self.history["heldout"][-1] if self.history["heldout"] else None
-        long = (self.history.get("heldout_as_trained") or [None])[-1]
+        # the records, or [None] for none (mypy types [None] as a list of records)
+        long = cast(List[Optional[List[float]]], self.history.get("heldout_as_trained") or [None])[-1]
         train = self.history["train"]
         return {
             "steps": self.step,

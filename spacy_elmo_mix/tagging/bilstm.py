@@ -14,7 +14,7 @@ Masks scale kept units by ``1 / (1 - p)``; in ``eval()`` mode nothing is dropped
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, cast
 
 import torch
 from torch import Tensor, nn
@@ -88,7 +88,7 @@ class BiLSTMStack(nn.Module):
         lengths = lengths.cpu()
         live = lengths > 0
         if not bool(live.all()):
-            output = inputs.new_zeros(*inputs.shape[:2], self.lstms[-1].hidden_size * 2)
+            output = inputs.new_zeros(*inputs.shape[:2], cast(nn.LSTM, self.lstms[-1]).hidden_size * 2)
             if bool(live.any()):
                 output[live] = self.padded(inputs[live], lengths[live])
             return output
@@ -112,9 +112,9 @@ class BiLSTMStack(nn.Module):
         keep = 1.0 - self.dropout
         return x * x.new_empty(x.shape[0], 1, x.shape[2]).bernoulli_(keep).div_(keep)
 
-    def _recurrent_weights(self, lstm: nn.LSTM) -> Dict[str, Tensor]:
+    def _recurrent_weights(self, lstm: nn.Module) -> Dict[str, Tensor]:
         """The LSTM's parameters, hidden-to-hidden columns of dropped units zeroed in training."""
-        params = dict(lstm.named_parameters())
+        params: Dict[str, Tensor] = dict(lstm.named_parameters())
         if not self.training or self.recurrent_dropout == 0.0:
             return params
         keep = 1.0 - self.recurrent_dropout

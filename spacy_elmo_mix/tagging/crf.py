@@ -34,6 +34,11 @@ class LinearChainCRF(nn.Module):
         column tag) and [T]; False forbids. None: everything allowed.
     """
 
+    # buffers (register_buffer), declared for the type checker
+    allowed_start: Tensor
+    allowed_transitions: Tensor
+    allowed_end: Tensor
+
     def __init__(self, n_tags: int, allowed: Optional[Tuple[Tensor, Tensor, Tensor]] = None) -> None:
         super().__init__()
         if n_tags < 1:

@@ -48,7 +48,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union, cast
 
 from ..atomic import atomic_write, write_text_atomic
 from ..errors import ElmoInputError
@@ -418,6 +418,7 @@ def finished_seconds(dataset: str, results_dir: Path, make_command: MakeCommand)
     """The training times (``train_seconds``) of the finished runs of ``dataset`` on disk, any scheme
     and seed, whose recorded command is the one this grid gives that scheme and seed (the same
     protocol and settings): ``{scheme: {on this machine's CPU: [seconds, ...]}}``."""
+    found: Dict[str, Dict[bool, List[float]]]
     here, found = cpu_environment(), {}
     for job, run_dir in run_folders(results_dir):
         data, identity = _read_identity(run_dir / "metrics.json")
@@ -490,7 +491,10 @@ def grid_jobs(datasets: Sequence[str], schemes: Sequence[str], seeds: Sequence[i
         bad = [name for name in names if name in ("", ".", "..") or "/" in name or "\\" in name]
         if bad:
             raise ElmoInputError(f"{kind} id {bad[0]!r} cannot name a run folder: give a plain name")
-    datasets, schemes, seeds = (list(dict.fromkeys(values)) for values in (datasets, schemes, map(int, seeds)))
+    # cast: mypy joins the three lists' element types (str, str, int) to object
+    datasets, schemes, seeds = cast(
+        Iterator[Any], (list(dict.fromkeys(values)) for values in (datasets, schemes, map(int, seeds)))
+    )
     return [Job(d, s, n) for n in seeds for d in datasets for s in schemes]
 
 
@@ -558,6 +562,7 @@ class _Ticker:
 
     def __init__(self, bar, pending: List[Job], results_dir: Path) -> None:
         self.bar, self.pending, self.results_dir = bar, pending, results_dir
+        self.seen: Dict[Job, float]
         self.since, self.failed, self.seen = time.time(), 0, {}
         self.lock, self.stopping = threading.Lock(), threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)

@@ -20,7 +20,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from ..errors import ElmoInputError
 
@@ -73,6 +73,7 @@ class Protocol:
         }
         if not self.converges:
             return {**settings, "training.max_steps": self.max_steps, "training.eval_frequency": self.eval_frequency}
+        assert self.patience_epochs is not None  # self.converges
         epoch = self.steps_per_epoch(n_train)
         return {
             **settings,
@@ -101,7 +102,7 @@ class Protocol:
         return {**described, "stopping": "steps", "max_steps": self.max_steps, "eval_frequency": self.eval_frequency}
 
 
-def how_it_ended(log_path: Path, settings: Dict[str, object]) -> Dict[str, object]:
+def how_it_ended(log_path: Path, settings: Dict[str, Any]) -> Dict[str, object]:
     """``epochs``, ``best_epoch``, ``stop_reason`` and ``converged`` of a finished run, read from the
     evaluations in its training log (``spacy-elmo-mix.LayerWeightsLogger.v1`` lines) and the
     ``settings`` it trained with (``Protocol.settings``). ``converged`` is None for a fixed budget

@@ -21,7 +21,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Union
+from typing import Any, Dict, Optional, Union, cast
 
 from ..atomic import write_text_atomic
 from ..errors import ElmoFileError, ElmoInputError
@@ -53,7 +53,7 @@ class Task:
             return self.baseline_config
         if embed == ELMO_HASH and self.hash_config is None:
             raise ElmoInputError(f"embed {ELMO_HASH!r} has no config for {self.config}; give one with --config")
-        return self.hash_config if embed == ELMO_HASH else self.config
+        return cast(str, self.hash_config) if embed == ELMO_HASH else self.config  # not None: checked above
 
 
 BASELINE = "baseline"
@@ -141,7 +141,7 @@ def run_one(
     from spacy.cli.train import train
     from spacy.training import Corpus
 
-    task = task_for(dataset, task, architecture)
+    resolved_task = task_for(dataset, task, architecture)
     check_scheme(scheme)
     output = Path(output)
     corpus = Path(corpus_dir) / dataset
@@ -150,7 +150,7 @@ def run_one(
             raise ElmoFileError(f"{path} not found: run the convert step for {dataset} first")
     if batch_words and protocol.converges:
         raise ElmoInputError("batch_words: the converge protocol batches sentences (batch_sentences), not words")
-    settings = {
+    settings: Dict[str, Any] = {
         "paths.train": str(corpus / "train.spacy"),
         "paths.dev": str(corpus / "dev.spacy"),
         "system.seed": int(seed),
@@ -169,14 +169,14 @@ def run_one(
             {
                 "paths.elmo_options": elmo_options,
                 "paths.elmo_weights": elmo_weights,
-                f"components.{task.component}.model.tok2vec.elmo.mixer.name": scheme,
+                f"components.{resolved_task.component}.model.tok2vec.elmo.mixer.name": scheme,
                 "initialize.components.elmo.cache_dir": cache_dir,
                 "initialize.components.elmo.cache_dtype": cache_dtype,
             }
         )
     if embed not in EMBEDS:
         raise ElmoInputError(f"unknown embed {embed!r}; choose one of {', '.join(EMBEDS)}")
-    config = config or task.config_for(scheme, embed)
+    config = config or resolved_task.config_for(scheme, embed)
     config_path = Path(config_dir) / config
     if not config_path.is_file():
         raise ElmoFileError(f"{config_path}: no such training config")
@@ -195,14 +195,14 @@ def run_one(
         "dataset": dataset,
         "scheme": scheme,
         "seed": int(seed),
-        "score": float(scores[task.metric]),
-        "metric": task.metric,
+        "score": float(scores[resolved_task.metric]),
+        "metric": resolved_task.metric,
         "train_seconds": round(train_seconds, 2),
         "protocol": protocol.describe(architecture, embed),
         **how_it_ended(output / TRAIN_LOG, settings),
         "max_steps": int(settings["training.max_steps"]),
         "config": config,
-        "layer_weights": _layer_weights(nlp, task.component),
+        "layer_weights": _layer_weights(nlp, resolved_task.component),
         "identity": identity,
         "environment": environment,
     }
@@ -233,7 +233,7 @@ def _check_overrides(overrides: Dict[str, object], settings: Dict[str, object], 
             node = node[part]
 
 
-def _identity(settings: Dict[str, object], config_path: Path, corpus: Path, scheme: str, seed: int) -> dict:
+def _identity(settings: Dict[str, Any], config_path: Path, corpus: Path, scheme: str, seed: int) -> dict:
     """The run's identity: the grid's command, the settings, and the files it reads (corpus, config, biLM)."""
     files = [corpus / f"{split}.spacy" for split in ("train", "dev", "test")] + [config_path]
     if scheme != BASELINE:
