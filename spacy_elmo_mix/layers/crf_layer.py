@@ -91,7 +91,9 @@ def crf_decode(
     paths = [model.ops.alloc1i(0) for _ in emissions]
     if allowed is not None:
         emissions = [
-            e if a is None else cast(Floats2d, np.where(a, model.ops.to_numpy(e), -np.inf).astype("float32"))
+            e
+            if a is None
+            else model.ops.asarray2f(cast(Floats2d, np.where(a, model.ops.to_numpy(e), -np.inf).astype("float32")))
             for e, a in zip(emissions, allowed)
         ]
     scores, lengths, rows = _padded(model, emissions, requires_grad=False)
