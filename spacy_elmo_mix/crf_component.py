@@ -174,6 +174,10 @@ class CRFTagger(TrainablePipe):
         """The CRF's tags, in the order of its scores."""
         return tag_names(self.labels, self.cfg["tag_scheme"])
 
+    def _tag_index(self) -> Dict[str, int]:
+        """Each tag's index among the CRF's scores (:attr:`tag_names`)."""
+        return {name: i for i, name in enumerate(self.tag_names)}
+
     @property
     def label_data(self) -> List[str]:
         return list(self.labels)
@@ -222,13 +226,13 @@ class CRFTagger(TrainablePipe):
             file = path / name
             if name not in exclude and (not file.is_file() or file.stat().st_size == 0):
                 raise ElmoFileError(f"{file}: missing or empty (a damaged {self.name} component)")
-        if "cfg" not in exclude:
+        if "cfg" not in exclude:  # read here, as spaCy's components do, to name the file if it is damaged
             try:
-                srsly.read_json(path / "cfg")
+                self.cfg.update(srsly.read_json(path / "cfg"))
             except ValueError as exc:
                 raise ElmoFileError(f"{path / 'cfg'}: not a valid {self.name} settings file ({exc})") from None
         try:
-            super().from_disk(path, exclude=exclude)
+            super().from_disk(path, exclude=[*exclude, "cfg"])
         except Exception as exc:  # msgpack's, torch's state_dict errors: the model file is damaged
             raise ElmoFileError(f"{path / 'model'}: cannot be loaded ({_first_line(exc)})") from None
         self._check_loaded(str(path))
@@ -276,12 +280,12 @@ class CRFTagger(TrainablePipe):
         where it has none that binds. An entity of a label the CRF knows is decoded as itself (and
         not extended by an ``I-`` of its label); any other entity's tokens are ``O`` to the CRF and
         the entity is put back as it was. A tag the CRF knows is kept; other tags bind nothing."""
-        names = self.tag_names
-        index = {name: i for i, name in enumerate(names)}
-        allowed = np.ones((len(doc), len(names)), dtype=bool)
-        if self.cfg["target"] == TAGS:
-            if self.overwrite:
-                return None
+        target = self.cfg["target"]
+        if (target == TAGS and (self.overwrite or not doc.has_annotation("TAG"))) or (target == ENTS and not doc.ents):
+            return None  # nothing binds (every doc of an evaluation): no mask to build
+        index = self._tag_index()
+        allowed = np.ones((len(doc), len(index)), dtype=bool)
+        if target == TAGS:
             for token in doc:
                 if token.tag_ in index:
                     allowed[token.i] = False
@@ -344,7 +348,7 @@ class CRFTagger(TrainablePipe):
         """The tags each predicted token may take given the reference's spans marked incorrect
         (``incorrect_spans_key``), or None where it marks none (see :func:`make_crf_ner`)."""
         spans = eg.reference.spans.get(self.incorrect_spans_key, [])
-        index = {name: i for i, name in enumerate(self.tag_names)}
+        index = self._tag_index()
         allowed = np.ones((len(eg.predicted), len(index)), dtype=bool)
         for span in eg.get_aligned_spans_y2x(spans, allow_overlap=True) if len(spans) else []:
             label, first, last = span.label_, span.start, span.end - 1
@@ -368,7 +372,7 @@ class CRFTagger(TrainablePipe):
         """
         if _same_tokens(eg.predicted, eg.reference):
             return self._gold_of(eg.reference)
-        index = {name: i for i, name in enumerate(self.tag_names)}
+        index = self._tag_index()
         if self.cfg["target"] == TAGS:
             tags = eg.get_aligned("TAG", as_string=True)
         else:
@@ -384,7 +388,7 @@ class CRFTagger(TrainablePipe):
         gold = np.full(len(doc), UNKNOWN, dtype="int32")
         if not doc.has_annotation("ENT_IOB"):
             return gold
-        index = {name: i for i, name in enumerate(self.tag_names)}
+        index = self._tag_index()
         iob, space = doc.to_array(["ENT_IOB", "IS_SPACE"]).T
         # spaCy's rule: O where the reference says O, and on whitespace tokens without annotation
         gold[(iob == _IOB_O) | ((iob == _IOB_MISSING) & (space == 1))] = index[OUTSIDE]

@@ -3,7 +3,6 @@ is valid whatever finite or -inf scores it gets, and a damaged saved component n
 
 from __future__ import annotations
 
-import itertools
 import shutil
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 import spacy
 import srsly
 import torch
+from test_crf import _brute, _valid
 from test_crf_component import crf_config, trained
 
 from elmo_testing import conll_examples
@@ -35,12 +35,6 @@ def _crf(seed: int = 0) -> LinearChainCRF:
         for p in (crf.transitions, crf.start, crf.end):
             p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(seed)))
     return crf
-
-
-def _valid(path, n) -> bool:
-    start, trans, end = (a.numpy() for a in ALLOWED)
-    path = path[:n]
-    return bool(start[path[0]] and end[path[-1]] and all(trans[a, b] for a, b in zip(path, path[1:])))
 
 
 def test_gold_tag_out_of_range_is_a_clear_error():
@@ -75,17 +69,6 @@ def test_non_finite_transitions_are_a_clear_error(bad):
         crf.decode(torch.randn(1, 3, len(TAGS)), torch.tensor([3]))
 
 
-def _brute_best(crf: LinearChainCRF, emissions: np.ndarray) -> float:
-    """The best valid sequence's score in float64 (-inf: none is valid with finite score)."""
-    start, trans, end = (x.detach().double().numpy() for x in crf.constrained())
-    best = -np.inf
-    for seq in itertools.product(range(len(TAGS)), repeat=len(emissions)):
-        score = start[seq[0]] + end[seq[-1]] + sum(emissions[t, y] for t, y in enumerate(seq))
-        score += sum(trans[a, b] for a, b in zip(seq, seq[1:]))
-        best = max(best, score)
-    return best
-
-
 @pytest.mark.parametrize("seed", range(40))
 def test_constrained_decoding_is_valid_for_any_scores(seed):
     """Property: random emissions mixing ordinary values, values at the float32 limits and -inf
@@ -100,13 +83,14 @@ def test_constrained_decoding_is_valid_for_any_scores(seed):
     values = values.astype(np.float32)
     crf = _crf(seed)
     emissions = torch.from_numpy(values).unsqueeze(0)
-    best = _brute_best(crf, values.astype(np.float64))
+    _, valid_scores = _brute(crf, torch.from_numpy(values.astype(np.float64)), n)  # the valid sequences, float64
+    best = float(valid_scores.max()) if len(valid_scores) else -np.inf
     if not np.isfinite(best):
         with pytest.raises(ValueError, match="no valid tag sequence"):
             crf.decode(emissions, torch.tensor([n]))
         return
     path, score = crf.decode(emissions, torch.tensor([n]))
-    assert _valid(path[0].tolist(), n)
+    assert _valid(path[0, :n].tolist(), ALLOWED)
     # the score in the emissions' dtype: beyond float32's range it is +-inf, the path still valid
     want = best if abs(best) <= F32_MAX else np.copysign(np.inf, best)
     assert float(score[0]) == pytest.approx(want, rel=1e-6)

@@ -81,6 +81,20 @@ def _padded(
     return xp2torch(padded, requires_grad=requires_grad), torch.tensor(lengths), rows
 
 
+def _padded_mask(
+    allowed: Optional[List[Optional[np.ndarray]]], rows: List[int], lengths: torch.Tensor, scores: torch.Tensor
+) -> Optional[torch.Tensor]:
+    """The docs' ``allowed`` tags ([n_tokens, n_tags] booleans, None: all) laid out as ``scores``
+    (the padded batch of :func:`_padded`, on its device), or None where no doc has any."""
+    if allowed is None or all(allowed[i] is None for i in rows):
+        return None
+    mask = torch.ones(scores.shape, dtype=torch.bool)
+    for j, i in enumerate(rows):
+        if allowed[i] is not None:
+            mask[j, : lengths[j]] = torch.from_numpy(np.asarray(allowed[i], dtype=bool))
+    return mask.to(scores.device)
+
+
 def crf_decode(
     model: Model, emissions: List[Floats2d], allowed: Optional[List[Optional[np.ndarray]]] = None
 ) -> List[Ints1d]:
@@ -89,14 +103,10 @@ def crf_decode(
     allowed: per doc, None or a boolean [n_tokens, n_tags] array of the tags each token may take
     (the decoded sequence is the best valid one among those; there must be one)."""
     paths = [model.ops.alloc1i(0) for _ in emissions]
-    if allowed is not None:
-        emissions = [
-            e
-            if a is None
-            else model.ops.asarray2f(cast(Floats2d, np.where(a, model.ops.to_numpy(e), -np.inf).astype("float32")))
-            for e, a in zip(emissions, allowed)
-        ]
     scores, lengths, rows = _padded(model, emissions, requires_grad=False)
+    mask = _padded_mask(allowed, rows, lengths, scores)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
     if rows:
         with torch.no_grad():
             best, _ = torch_module(model).decode(scores, lengths.to(scores.device))
@@ -122,16 +132,9 @@ def crf_loss(
     tags = torch.full(scores.shape[:2], UNKNOWN, dtype=torch.long)
     for j, i in enumerate(rows):
         tags[j, : lengths[j]] = torch.as_tensor(model.ops.to_numpy(gold[i]), dtype=torch.long)
-    mask = None
-    if allowed is not None and any(allowed[i] is not None for i in rows):
-        mask = torch.ones(scores.shape, dtype=torch.bool)
-        for j, i in enumerate(rows):
-            if allowed[i] is not None:
-                mask[j, : lengths[j]] = torch.from_numpy(np.asarray(allowed[i], dtype=bool))
     device = scores.device
-    nll = torch_module(model).nll(
-        scores, tags.to(device), lengths.to(device), None if mask is None else mask.to(device)
-    )
+    mask = _padded_mask(allowed, rows, lengths, scores)
+    nll = torch_module(model).nll(scores, tags.to(device), lengths.to(device), mask)
     if bool(torch.isnan(nll).any()):
         raise ValueError("the CRF's loss is not a number: emissions too large for float32 sums")
     # +inf: no valid sequence matches the known tags (misaligned tokens); such docs teach nothing.

@@ -161,22 +161,17 @@ class LinearChainCRF(nn.Module):
         stay as they were at its last position and the batch does no work on padding. It runs in
         numpy on the host (one copy of the emissions there, one of the paths back): a step's
         arrays are small ([n_t, T, T]), so the cost is per-operation overhead, a fraction of
-        torch's; additions and maxima are the same float32 operations, so scores and paths are
-        what the same loop in torch gives.
+        torch's. The sums are float64, so finite float32 scores cannot overflow into ``inf - inf``
+        and every decoded path keeps to the constraints.
         """
         _check(emissions, lengths, self.n_tags, finite=True)
         self._check_parameters()
         start, trans, end = (x.detach().cpu().double().numpy() for x in self.constrained())
-        sizes = lengths.cpu().numpy()
-        order = np.argsort(-sizes, kind="stable")
-        active = (sizes[order][None, :] > np.arange(1, sizes.max())[:, None]).sum(1)  # n_t, t = 1..
-        steps = emissions.detach().cpu().double().numpy()[order].transpose(1, 0, 2)
-        steps = np.ascontiguousarray(
-            np.where(np.arange(len(steps))[:, None, None] < sizes[order][None, :, None], steps, 0.0)
-        )
+        order, counts = _by_length(lengths.cpu().numpy())
+        steps = np.ascontiguousarray(emissions.detach().cpu().double().numpy()[order].transpose(1, 0, 2))
         delta = start + steps[0]
         pointers = []
-        for t, n in enumerate(active.tolist(), start=1):
+        for t, n in enumerate(counts[1:], start=1):
             scores = delta[:n, :, None] + trans
             pointers.append(scores.argmax(1))
             np.add(scores.max(1), steps[t][:n], out=delta[:n])  # the finished rows keep their scores
@@ -247,15 +242,16 @@ class _ScaledSums:
     in the sorted, step-major layout ``[L, B, T]`` (row ``b`` of step ``t`` is the ``b``-th longest
     sentence; rows past a sentence's end stay zero)."""
 
-    def __init__(self, order, sizes, phi, alpha, sums, final, factors) -> None:
-        self.order, self.sizes, self.phi, self.alpha, self.sums, self.final = order, sizes, phi, alpha, sums, final
+    def __init__(self, order, counts, sizes, phi, alpha, sums, final, factors) -> None:
+        self.order, self.counts, self.sizes = order, counts, sizes
+        self.phi, self.alpha, self.sums, self.final = phi, alpha, sums, final
         self.a_start, self.a_trans, self.a_end = factors
         self.log_z: np.ndarray = np.empty(0)
 
     @classmethod
     def compute(cls, emissions: Tensor, lengths: Tensor, start: Tensor, trans: Tensor, end: Tensor):
         sizes_all = lengths.cpu().numpy()
-        order = np.argsort(-sizes_all, kind="stable")
+        order, counts = _by_length(sizes_all)
         sizes = sizes_all[order]
         scores = emissions.detach().numpy().astype(np.float64)[order].transpose(1, 0, 2)  # [L, B, T]
         steps = (np.arange(scores.shape[0])[:, None] < sizes[None, :])[:, :, None]  # real positions
@@ -276,13 +272,11 @@ class _ScaledSums:
         a_start, a_trans, a_end = factors
         alpha = np.zeros_like(phi)
         sums = np.ones(steps.shape[:2])
-        active = steps[:, :, 0].sum(1).tolist()
         with np.errstate(divide="ignore", invalid="ignore"):  # a zero sum is caught below
             first = a_start * phi[0]
             sums[0] = first.sum(1)
             alpha[0] = first / sums[0][:, None]
-            for t in range(1, len(active)):
-                n = active[t]
+            for t, n in enumerate(counts[1:], start=1):
                 step = (alpha[t - 1, :n] @ a_trans) * phi[t, :n]
                 sums[t, :n] = step.sum(1)
                 np.divide(step, sums[t, :n, None], out=alpha[t, :n])
@@ -291,7 +285,7 @@ class _ScaledSums:
         smallest = ScaledForwardBackward.SMALLEST
         if not (sums >= smallest).all() or not (final >= smallest).all():
             return None
-        state = cls(order, sizes, phi, alpha, sums, final, factors)
+        state = cls(order, counts, sizes, phi, alpha, sums, final, factors)
         offset = tops[:, :, 0].sum(0) + offsets[0] + offsets[2] + (sizes - 1) * offsets[1]
         log_z = np.log(sums).sum(0) + np.log(final) + offset
         state.log_z = np.empty_like(log_z)
@@ -306,9 +300,8 @@ class _ScaledSums:
         weight = d_log_z[self.order]
         beta = np.zeros_like(alpha)
         beta[sizes - 1, rows] = self.a_end / self.final[:, None]
-        active = (np.arange(alpha.shape[0])[:, None] < sizes[None, :]).sum(1).tolist()
-        for t in range(len(active) - 1, 0, -1):
-            n = active[t]
+        for t in range(len(self.counts) - 1, 0, -1):
+            n = self.counts[t]
             np.divide((phi[t, :n] * beta[t, :n]) @ self.a_trans.T, sums[t, :n, None], out=beta[t - 1, :n])
         unary = alpha * beta * weight[None, :, None]  # P(y_t = j), zero past each end
         later = phi[1:] * beta[1:] / sums[1:, :, None] * weight[None, :, None]
@@ -318,6 +311,15 @@ class _ScaledSums:
         d_emissions = np.empty_like(unary.transpose(1, 0, 2))
         d_emissions[self.order] = unary.transpose(1, 0, 2)
         return d_emissions, d_start, d_trans, d_end
+
+
+def _by_length(sizes: np.ndarray) -> Tuple[np.ndarray, List[int]]:
+    """The sentences longest first (a stable ``argsort`` of the lengths ``sizes``, each >= 1) and,
+    for each step ``t`` up to the longest length, how many of them are longer than ``t``: in that
+    order those are the first ``n_t`` rows."""
+    order = np.argsort(-sizes, kind="stable")
+    counts = (sizes[order][None, :] > np.arange(int(sizes.max()))[:, None]).sum(1)
+    return order, counts.tolist()
 
 
 def _backtrack(pointers: List[np.ndarray], tag: np.ndarray, length: int) -> np.ndarray:
