@@ -51,8 +51,8 @@ SHAPE_STEP = 64
 def product(a: np.ndarray, b: np.ndarray, tokens: str = "rows") -> np.ndarray:
     """``a @ b.T`` for ``a`` [M, K] and ``b`` [N, K]: oneDNN's product in float32 where torch has
     it (faster than numpy's OpenBLAS for these shapes: docs/benchmarks.md, section "Training the
-    paper's network (issue 42)"),
-    numpy's otherwise (float64 included). ``tokens``: which of ``a``'s dimensions is the token
+    paper's network (issue 42)"), numpy's otherwise (float64 included). ``tokens``: which of
+    ``a``'s dimensions is the token
     count, ``"rows"`` (M) or ``"inner"`` (K); that one is padded with zeros to a multiple of
     :data:`SHAPE_STEP` (zero rows and columns add nothing to any sum), the fixed ones are not
     (padding a width of 200 to 256 would cost a quarter more arithmetic)."""
