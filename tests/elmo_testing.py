@@ -9,7 +9,7 @@ import spacy
 from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training import Example
-from thinc.api import Config
+from thinc.api import Adam, Config, fix_random_seed
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
@@ -89,3 +89,34 @@ def tagged_examples(ner_examples: List[Example]) -> List[Example]:
             Example(Doc(ref.vocab, words=[t.text for t in ref]), Doc(ref.vocab, words=[t.text for t in ref], tags=tags))
         )
     return result
+
+
+def paper_config(name: str, model_files, width: int = 16, scheme: str = "weighted") -> Config:
+    """A shipped config of the paper's network (``crf_*``, ``textcat``, ``parser``, their baselines)
+    on the given biLM, with a one-layer BiLSTM of ``width`` units and no dropout."""
+    config = Config().from_disk(CONFIGS / name, interpolate=False)
+    config["paths"]["elmo_options"], config["paths"]["elmo_weights"] = map(str, model_files)
+    config = config.interpolate()
+    component = config["nlp"]["pipeline"][-1]
+    tok2vec = config["components"][component]["model"]["tok2vec"]
+    tok2vec.update({"width": width, "depth": 1, "dropout": 0.0, "recurrent_dropout": 0.0})
+    if tok2vec.get("elmo"):
+        tok2vec["elmo"]["mixer"]["name"] = scheme
+        config["initialize"]["components"]["elmo"]["cache_memory_mb"] = 64
+    return config
+
+
+def trained(config: Config, examples, steps: int = 3) -> Language:
+    """A pipeline built from ``config``, initialized on ``examples`` and updated ``steps`` times on them.
+
+    examples: a list, or a function of the new pipeline that returns them (examples in its vocab,
+        which the parser needs for the labels it adds).
+    """
+    fix_random_seed(0)
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    examples = examples(nlp) if callable(examples) else examples
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(0.01)
+    for _ in range(steps):
+        nlp.update(examples, sgd=optimizer)
+    return nlp

@@ -12,7 +12,7 @@ from spacy_elmo_mix.cli.cache import main as cache_cli
 from spacy_elmo_mix.cli.cache import unique_sentences
 from spacy_elmo_mix.workflow.convert import convert_dataset
 from spacy_elmo_mix.workflow.protocol import Protocol
-from spacy_elmo_mix.workflow.run import run_one
+from spacy_elmo_mix.workflow.run import RunSpec, run_one
 
 
 def _cache_files(cache_dir):
@@ -35,7 +35,7 @@ def test_cache_holds_every_sequence_training_reads(tiny_model_files, data_dir, t
     argv = ["--options", options, "--weights", weights, "--cache-dir", str(cache_dir), "--dtype", "float32", *files]
     assert cache_cli(argv + (["--gold-preproc"] if given else [])) == 0
     before = _cache_files(cache_dir)
-    metrics = run_one(
+    spec = RunSpec(
         "conll2003",
         "weighted",
         1,
@@ -48,6 +48,7 @@ def test_cache_holds_every_sequence_training_reads(tiny_model_files, data_dir, t
         cache_dtype="float32",
         overrides={"components.ner.model.tok2vec.width": 32},
     )
+    metrics = run_one(spec)
     assert 0.0 <= metrics["score"] <= 1.0 and metrics["protocol"]["tokens"] == tokens
     assert _cache_files(cache_dir) == before  # no entry added: every layer came from the cache
     recorded = json.loads((tmp_path / "run" / "metrics.json").read_text())

@@ -278,8 +278,21 @@ def test_paper_row_converged_counts_and_marks_are_stated(tmp_path):
     lines = [line for line in text.splitlines() if line.startswith("| ")]
     assert [line.split("|")[1].strip()[:10] for line in lines[1:]] == ["CoNLL-2003", "↳ paper (R", "mydata (`m"]
     assert "Welch's t-test, one-sided, p < 0.01" in text
-    assert "Reimers & Gurevych 2019, Table 1 (arXiv 1904.02954): BiLSTM-CRF, 5.5B ELMo, 10 seeds" in text
+    assert "Reimers & Gurevych 2019, Table 1 (arXiv 1904.02954): 5.5B ELMo, 10 seeds" in text
     assert "does not name its test" in text
+    assert "not run here: ACE 2005 entities and events, and PTB constituency parsing (LDC licences" in text
+
+
+def test_allennlp_rows_are_labelled_as_another_network(tmp_path):
+    write_cell(tmp_path, "sst5", "layer2", [0.52, 0.53, 0.51], protocol=PROTOCOL)
+    write_cell(tmp_path, "ud_ewt_parse", "layer2", [0.88, 0.87, 0.89], protocol=PROTOCOL)
+    text = compare(tmp_path).outputs["table"].read_text()
+    rows = [
+        line for line in text.splitlines() if line.startswith("| ↳ paper, AllenNLP's model (Reimers & Gurevych 2019) |")
+    ]
+    assert sorted(row.split("|")[2].strip() for row in rows) == ["53.41", "94.10*"]  # layer2 of SST-5 and parsing
+    assert "`sst5`: AllenNLP's biattentive classification network; ours is the paper's BiLSTM" in text
+    assert "`ud_ewt_parse`: AllenNLP's constituency parser on the Penn Treebank" in text
 
 
 def test_layer_weights_sit_under_the_layer_they_weigh(tmp_path):

@@ -1,4 +1,5 @@
-"""convert: CoNLL-2003 / WNUT16 / CoNLL-2000 / CoNLL-U to .spacy, on inline samples and real data."""
+"""convert: CoNLL-2003 / WNUT16 / CoNLL-2000 / CoNLL-U (tags and trees) / SST-5 to .spacy, on inline
+samples and real data."""
 
 from __future__ import annotations
 
@@ -132,6 +133,99 @@ def test_conllu_skips_comments_ranges_and_empty_nodes(tmp_path):
         [("Hi", "INTJ", "INTJ")],
     ]
     assert (stats.skipped_lines, stats.scheme) == (2, None)
+
+
+def test_conllu_trees_become_heads_and_relations(tmp_path):
+    convert_file("ud_ewt_parse", write(tmp_path, "x-ud-train.conllu", CONLLU), tmp_path / "dep.spacy")
+    docs = read_docs(tmp_path / "dep.spacy")
+    assert [[(t.text, t.head.i, t.dep_, t.pos_) for t in d] for d in docs] == [
+        [
+            ("Do", 2, "aux", "AUX"),
+            ("n't", 2, "advmod", "PART"),
+            ("stop", 2, "ROOT", "VERB"),
+            (".", 2, "punct", "PUNCT"),
+        ],
+        [("Hi", 0, "ROOT", "INTJ")],
+    ]
+    assert all(len(list(doc.sents)) == 1 for doc in docs)
+
+
+def _tree(*rows):
+    """A CoNLL-U sentence of (head, relation) rows."""
+    return "".join(f"{i}\tw{i}\tw\tX\t_\t_\t{head}\t{dep}\t_\t_\n" for i, (head, dep) in enumerate(rows, 1))
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (_tree((0, "root"), (3, "dep")), r"bad:2: head '3' is not a token of the sentence \(1..2, 0: the root\)"),
+        (_tree((0, "root"), ("_", "dep")), r"bad:2: head '_' is not a token"),
+        (_tree((0, "root"), (0, "root")), r"bad:2: 2 roots \(HEAD 0\): a sentence has one"),
+        (_tree((2, "dep"), (1, "dep")), r"bad:1: 0 roots"),
+        (_tree((0, "root"), (3, "dep"), (2, "dep")), r"bad:2: the heads form a cycle"),
+        (_tree((0, "root"), (1, "_")), r"bad:2: no dependency relation"),
+        ("1\ta\ta\tX\t_\t_\t0\troot\t_\t_\n3\tb\tb\tX\t_\t_\t1\tdep\t_\t_\n", r"bad:2: token id 3 out of order"),
+    ],
+)
+def test_bad_trees_name_file_and_line(tmp_path, text, message):
+    with pytest.raises(ConvertError, match=message):
+        convert_file("ud_ewt_parse", write(tmp_path, "bad", text), tmp_path / "bad.spacy")
+    assert not (tmp_path / "bad.spacy").exists()
+
+
+SST = "__label__4\tA lovely  film .\n\n__label__1\tDull .\n"
+
+
+def test_labelled_lines_give_one_class_per_doc(tmp_path):
+    stats = convert_file("sst5", write(tmp_path, "sst_train.txt", SST), tmp_path / "sst.spacy")
+    docs = read_docs(tmp_path / "sst.spacy")
+    assert [[t.text for t in d] for d in docs] == [["A", "lovely", "film", "."], ["Dull", "."]]
+    assert [d.cats for d in docs] == [
+        {"1": 0.0, "2": 0.0, "3": 0.0, "4": 1.0, "5": 0.0},
+        {"1": 1.0, "2": 0.0, "3": 0.0, "4": 0.0, "5": 0.0},
+    ]
+    assert (stats.sentences, stats.tokens, dict(stats.labels)) == (2, 6, {"4": 1, "1": 1})
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("__label__6\tToo good .\n", r"bad:1: unknown class '6' \(the data set's classes: 1, 2, 3, 4, 5\)"),
+        ("__label__3 no tab here\n", r"bad:1: expected LABEL<TAB>tokens separated by spaces"),
+        ("__label__3\t   \n", r"bad:1: expected LABEL<TAB>tokens"),
+    ],
+)
+def test_bad_labelled_lines_name_file_and_line(tmp_path, text, message):
+    with pytest.raises(ConvertError, match=message):
+        convert_file("sst5", write(tmp_path, "bad", text), tmp_path / "bad.spacy")
+
+
+def test_sst5_files_keep_every_sentence(data_dir, tmp_path):
+    stats = convert_dataset("sst5", data_dir / "sst5", tmp_path / "sst5")
+    assert {split: st.sentences for split, st in stats.items()} == {"train": 8544, "dev": 1101, "test": 2210}
+    assert sorted(stats["train"].labels) == ["1", "2", "3", "4", "5"]
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"format": "labelled_lines", "task": "textcat"}, r"labels None \(a textcat data set needs its classes"),
+        ({"format": "labelled_lines", "task": "textcat", "labels": ["a", "a"]}, r"labels \['a', 'a'\]"),
+        ({"format": "columns", "task": "parser"}, r"task 'parser' with format 'columns' \(it reads conllu\)"),
+        ({"format": "conllu", "task": "ner"}, r"task 'ner' with format 'conllu' \(it reads columns\)"),
+        ({"format": "columns", "task": "ner", "labels": ["a", "b"]}, r"only a textcat data set has classes"),
+    ],
+)
+def test_task_format_and_classes_are_checked(options, message):
+    with pytest.raises(ElmoInputError, match=message):
+        resolve_dataset("mine", **options)
+
+
+def test_cli_takes_the_classes_of_own_labelled_lines(tmp_path, capsys):
+    path = write(tmp_path, "reviews.txt", "pos\tgreat fun\nneg\tno\n")
+    args = [str(path), str(tmp_path / "r.spacy"), "--format", "labelled_lines", "--task", "textcat"]
+    assert convert_cli(["reviews", *args, "--labels", "neg pos"]) == 0
+    assert [d.cats for d in read_docs(tmp_path / "r.spacy")] == [{"neg": 0.0, "pos": 1.0}, {"neg": 1.0, "pos": 0.0}]
 
 
 def test_max_sentences_and_limit_train(tmp_path):

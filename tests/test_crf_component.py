@@ -9,35 +9,10 @@ import pytest
 import spacy
 from spacy.tokens import Doc
 from spacy.training import Example
-from thinc.api import Adam, Config, fix_random_seed
 
-from elmo_testing import CONFIGS, conll_examples, tagged_examples
+from elmo_testing import conll_examples, paper_config, tagged_examples, trained
 from spacy_elmo_mix.errors import ElmoConfigError
 from spacy_elmo_mix.tagging.tag_schemes import allowed_transitions
-
-
-def crf_config(name: str, model_files, width: int = 16, scheme: str = "weighted") -> Config:
-    """A shipped CRF config on the given biLM, with a one-layer BiLSTM of ``width`` units."""
-    config = Config().from_disk(CONFIGS / name, interpolate=False)
-    config["paths"]["elmo_options"], config["paths"]["elmo_weights"] = map(str, model_files)
-    config = config.interpolate()
-    component = config["nlp"]["pipeline"][-1]
-    tok2vec = config["components"][component]["model"]["tok2vec"]
-    tok2vec.update({"width": width, "depth": 1, "dropout": 0.0, "recurrent_dropout": 0.0})
-    if tok2vec.get("elmo"):
-        tok2vec["elmo"]["mixer"]["name"] = scheme
-        config["initialize"]["components"]["elmo"]["cache_memory_mb"] = 64
-    return config
-
-
-def trained(config: Config, examples, steps: int = 3):
-    fix_random_seed(0)
-    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
-    nlp.initialize(lambda: examples)
-    optimizer = Adam(0.01)
-    for _ in range(steps):
-        nlp.update(examples, sgd=optimizer)
-    return nlp
 
 
 def spans(docs):
@@ -49,13 +24,13 @@ def ner_examples(data_dir):
     return conll_examples(data_dir / "conll2003" / "train.txt", 16)
 
 
-def test_spacy_train_runs_the_shipped_crf_config(tiny_model_files, data_dir, tmp_path):
+def test_spacy_train_runs_the_shipped_paper_config(tiny_model_files, data_dir, tmp_path):
     from spacy.cli.train import train
 
     from spacy_elmo_mix.workflow.convert import convert_dataset
 
     convert_dataset("conll2003", data_dir / "conll2003", tmp_path / "corpus", max_sentences=40)
-    config = crf_config("crf_ner.cfg", tiny_model_files)
+    config = paper_config("crf_ner.cfg", tiny_model_files)
     config["training"].update({"max_epochs": 2, "eval_frequency": 2, "patience": 0})
     config.to_disk(tmp_path / "config.cfg")
     paths = {
@@ -74,7 +49,7 @@ def test_spacy_train_runs_the_shipped_crf_config(tiny_model_files, data_dir, tmp
 def test_decoded_spans_are_always_valid(tiny_model_files, ner_examples):
     """Untrained and briefly trained, BIO and BILOU: every decoded tag sequence is well-formed."""
     for tag_scheme in ("BIO", "BILOU"):
-        config = crf_config("crf_ner.cfg", tiny_model_files)
+        config = paper_config("crf_ner.cfg", tiny_model_files)
         config["components"]["crf_ner"]["tag_scheme"] = tag_scheme
         nlp = trained(config, ner_examples, steps=1)
         crf = nlp.get_pipe("crf_ner")
@@ -91,7 +66,7 @@ def test_decoded_spans_are_always_valid(tiny_model_files, ner_examples):
 
 
 def test_crf_ner_learns_and_round_trips(tiny_model_files, ner_examples, tmp_path):
-    nlp = trained(crf_config("crf_ner.cfg", tiny_model_files, width=32), ner_examples, steps=80)
+    nlp = trained(paper_config("crf_ner.cfg", tiny_model_files, width=32), ner_examples, steps=80)
     scores = nlp.evaluate(ner_examples)
     assert scores["ents_f"] > 0.6  # memorizes 16 sentences
     texts = [eg.reference.text for eg in ner_examples]
@@ -108,7 +83,7 @@ def test_crf_ner_learns_and_round_trips(tiny_model_files, ner_examples, tmp_path
 
 def test_crf_tagger_learns_tags_and_round_trips(tiny_model_files, ner_examples, tmp_path):
     examples = tagged_examples(ner_examples)
-    nlp = trained(crf_config("crf_tagger.cfg", tiny_model_files, width=32), examples, steps=30)
+    nlp = trained(paper_config("crf_tagger.cfg", tiny_model_files, width=32), examples, steps=30)
     assert nlp.evaluate(examples)["tag_acc"] > 0.8
     texts = [eg.reference.text for eg in examples]
     before = [[t.tag_ for t in doc] for doc in nlp.pipe(texts)]
@@ -117,7 +92,7 @@ def test_crf_tagger_learns_tags_and_round_trips(tiny_model_files, ner_examples, 
 
 
 def test_serialization_before_initialize(tiny_model_files, ner_examples):
-    config = crf_config("crf_ner.cfg", tiny_model_files)
+    config = paper_config("crf_ner.cfg", tiny_model_files)
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     fresh = spacy.util.load_model_from_config(config, auto_fill=True).from_bytes(nlp.to_bytes())
     fresh.initialize(lambda: ner_examples)
@@ -126,7 +101,7 @@ def test_serialization_before_initialize(tiny_model_files, ner_examples):
 
 
 def test_replace_listeners_keeps_predictions(tiny_model_files, ner_examples):
-    nlp = trained(crf_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=5)
+    nlp = trained(paper_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=5)
     texts = [eg.reference.text for eg in ner_examples]
     before = spans(nlp.pipe(texts))
     nlp.replace_listeners("elmo", "crf_ner", ["model.tok2vec.elmo"])
@@ -139,7 +114,7 @@ def test_replace_listeners_keeps_predictions(tiny_model_files, ner_examples):
 
 
 def test_sourced_crf_component_predicts_the_same(tiny_model_files, ner_examples, tmp_path):
-    nlp = trained(crf_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=5)
+    nlp = trained(paper_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=5)
     nlp.to_disk(tmp_path / "source")
     other = spacy.blank("en")
     source = spacy.load(tmp_path / "source")
@@ -150,14 +125,14 @@ def test_sourced_crf_component_predicts_the_same(tiny_model_files, ner_examples,
 
 
 def test_baseline_config_needs_no_elmo(data_dir, ner_examples):
-    nlp = trained(crf_config("crf_ner_baseline.cfg", (None, None)), ner_examples, steps=2)
+    nlp = trained(paper_config("crf_ner_baseline.cfg", (None, None)), ner_examples, steps=2)
     assert nlp.pipe_names == ["crf_ner"]
     assert nlp.evaluate(ner_examples)["ents_f"] is not None
 
 
 def test_empty_docs_and_unknown_gold_tags(tiny_model_files, ner_examples):
     """A batch with an empty doc trains and predicts; a token without gold tag is learned as unknown."""
-    nlp = trained(crf_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=1)
+    nlp = trained(paper_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=1)
     empty = Example(Doc(nlp.vocab, words=[]), Doc(nlp.vocab, words=[]))
     words = ["Peter", "Blackburn", "visited", "Paris"]
     partial = Example(Doc(nlp.vocab, words=words), Doc(nlp.vocab, words=words, ents=["B-PER", "I-PER", "", "B-LOC"]))
@@ -168,20 +143,20 @@ def test_empty_docs_and_unknown_gold_tags(tiny_model_files, ner_examples):
 
 
 def test_bad_settings_fail_loudly(tiny_model_files, ner_examples):
-    config = crf_config("crf_ner.cfg", tiny_model_files)
+    config = paper_config("crf_ner.cfg", tiny_model_files)
     config["components"]["crf_ner"]["tag_scheme"] = "IOB1"
     with pytest.raises(ValueError, match="tag_scheme"):
         spacy.util.load_model_from_config(config, auto_fill=True)
-    config = crf_config("crf_ner.cfg", tiny_model_files)
+    config = paper_config("crf_ner.cfg", tiny_model_files)
     config["components"]["crf_ner"]["model"]["tok2vec"]["dropout"] = 1.0
     with pytest.raises(ValueError, match="dropout"):
         spacy.util.load_model_from_config(config, auto_fill=True)
-    config = crf_config("crf_ner_baseline.cfg", (None, None))
+    config = paper_config("crf_ner_baseline.cfg", (None, None))
     del config["components"]["crf_ner"]["model"]["tok2vec"]["embed"]
     config["components"]["crf_ner"]["model"]["tok2vec"]["embed"] = None
     with pytest.raises(ElmoConfigError, match="features"):
         spacy.util.load_model_from_config(config, auto_fill=True)
-    nlp = trained(crf_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=0)
+    nlp = trained(paper_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=0)
     with pytest.raises(ValueError, match="after initialize"):
         nlp.get_pipe("crf_ner").add_label("NEW")
 
@@ -252,7 +227,7 @@ def test_gold_of_given_tokens_equals_the_aligned_gold(data_dir, factory, scheme)
 
 @pytest.fixture(scope="module")
 def ner_pipeline(tiny_model_files, ner_examples):
-    return trained(crf_config("crf_ner.cfg", tiny_model_files, width=32), ner_examples, steps=40)
+    return trained(paper_config("crf_ner.cfg", tiny_model_files, width=32), ner_examples, steps=40)
 
 
 def test_entities_before_crf_ner_are_kept(ner_pipeline, ner_examples):
@@ -293,7 +268,7 @@ def test_entity_ruler_then_crf_ner_in_one_pipeline(ner_pipeline):
 
 def test_crf_tagger_keeps_existing_tags_unless_overwrite(tiny_model_files, ner_examples):
     examples = tagged_examples(ner_examples)
-    config = crf_config("crf_tagger.cfg", tiny_model_files, width=32)
+    config = paper_config("crf_tagger.cfg", tiny_model_files, width=32)
     nlp = trained(config, examples, steps=20)
     text = examples[0].reference.text
     predicted = [t.tag_ for t in nlp(text)]
@@ -317,7 +292,7 @@ def test_crf_tagger_keeps_existing_tags_unless_overwrite(tiny_model_files, ner_e
 def test_incorrect_spans_key_takes_effect_in_the_loss(tiny_model_files, ner_examples):
     """With ``incorrect_spans_key``, a span marked wrong removes the sequences that start such an
     entity from the numerator of a partially annotated doc: its loss rises; unset, nothing changes."""
-    config = crf_config("crf_ner.cfg", tiny_model_files)
+    config = paper_config("crf_ner.cfg", tiny_model_files)
     config["components"]["crf_ner"]["incorrect_spans_key"] = "wrong"
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     nlp.initialize(lambda: ner_examples)

@@ -11,9 +11,8 @@ import spacy
 import srsly
 import torch
 from test_crf import _brute, _valid
-from test_crf_component import crf_config, trained
 
-from elmo_testing import conll_examples
+from elmo_testing import conll_examples, paper_config, trained
 from spacy_elmo_mix.errors import ElmoConfigError, ElmoFileError
 from spacy_elmo_mix.layers.torch_layer import torch_module
 from spacy_elmo_mix.tagging.crf import LinearChainCRF
@@ -97,7 +96,7 @@ def test_constrained_decoding_is_valid_for_any_scores(seed):
 
 
 def test_a_loss_never_silently_leaves_a_sentence_out(tiny_model_files, ner_examples):
-    nlp = trained(crf_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=1)
+    nlp = trained(paper_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=1)
     crf = nlp.get_pipe("crf_ner")
     eg = ner_examples[0]
     emissions = crf.model.predict([eg.predicted])
@@ -113,7 +112,7 @@ def test_a_loss_never_silently_leaves_a_sentence_out(tiny_model_files, ner_examp
 
 @pytest.fixture(scope="module")
 def saved(tiny_model_files, ner_examples, tmp_path_factory):
-    nlp = trained(crf_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=2)
+    nlp = trained(paper_config("crf_ner.cfg", tiny_model_files), ner_examples, steps=2)
     path = tmp_path_factory.mktemp("crf") / "nlp"
     nlp.to_disk(path)
     return path
@@ -182,7 +181,7 @@ def test_non_finite_saved_transitions_are_refused_and_constraints_derived_anew(s
 
 
 def test_settings_errors_are_the_package_errors(tiny_model_files):
-    config = crf_config("crf_ner.cfg", tiny_model_files)
+    config = paper_config("crf_ner.cfg", tiny_model_files)
     config["components"]["crf_ner"]["tag_scheme"] = "BIOES"
     with pytest.raises(ElmoConfigError, match="tag_scheme"):
         spacy.util.load_model_from_config(config, auto_fill=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import sys
@@ -10,12 +11,25 @@ import time
 from pathlib import Path
 
 import pytest
+import spacy.cli.train
+from spacy.tokens import Doc, DocBin
+from spacy.vocab import Vocab
 
 from spacy_elmo_mix.__main__ import main as cli
+from spacy_elmo_mix.errors import ElmoInputError
 from spacy_elmo_mix.workflow.compare import compare
+from spacy_elmo_mix.workflow.convert import convert_dataset
 from spacy_elmo_mix.workflow.grid import run_grid
-from spacy_elmo_mix.workflow.identity import COMMAND_ENV, PACKAGE_DIR, file_sha256, make_identity, stale_reason
+from spacy_elmo_mix.workflow.identity import (
+    COMMAND_ENV,
+    PACKAGE_DIR,
+    file_sha256,
+    local_path,
+    make_identity,
+    stale_reason,
+)
 from spacy_elmo_mix.workflow.protocol import Protocol
+from spacy_elmo_mix.workflow.run import CONFIG_DIR, RunSpec, _identity, run_one
 
 # A job that records an identity naming one input file (argv[5]) and the command the grid passed.
 JOB = (
@@ -152,13 +166,18 @@ def test_compare_on_a_missing_results_folder_fails(tmp_path, capsys):
     [
         (["--scheme", "nosuch"], "unknown scheme 'nosuch'"),
         (["--dataset", "mine"], "dataset 'mine' is not built in"),
-        (["--max-steps", "0"], "--max-steps must be a positive integer"),
-        (["--seed", "-1"], "--seed must be in 0..2**32-1, got -1"),
-        (["--gpu-id", "-2"], "--gpu-id must be -1 (CPU) or a device number, got -2"),
+        (["--max-steps", "0"], "max_steps must be a positive integer, got 0"),
+        (["--seed", "-1"], "seed must be in 0..2**32-1, got -1"),
+        (["--seed", "5000000000"], "seed must be in 0..2**32-1, got 5000000000"),
+        (["--gpu-id", "-2"], "gpu_id must be -1 (CPU) or a device number, got -2"),
+        (["--batch-words", "-5"], "batch_words must be 0 (the config's schedule) or positive, got -5"),
+        (["--elmo-options", "options.json"], "give both elmo_options and elmo_weights, or neither"),
+        (["--embed", "elmo_hash", "--config", "ner.cfg"], "config ner.cfg names the config itself: leave out embed"),
         (["--seed", "2"], "conll2003/train.spacy not found: run the convert step for conll2003 first"),
     ],
 )
 def test_run_rejects_bad_settings_before_training(tmp_path, capsys, args, message):
+    """RunSpec checks the values, run_one the files: either way one line on stderr and status 1."""
     base = {
         "--dataset": "conll2003",
         "--scheme": "weighted",
@@ -168,45 +187,25 @@ def test_run_rejects_bad_settings_before_training(tmp_path, capsys, args, messag
     }
     base.update(dict(zip(args[::2], args[1::2])))
     argv = ["run"] + [item for pair in base.items() for item in pair]
-    with pytest.raises(SystemExit) if args[0] in ("--max-steps", "--gpu-id") or args[1] == "-1" else _no_raise():
-        assert cli(argv) == 1
-    assert message in capsys.readouterr().err
+    assert cli(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.splitlines()) == 1 and message in err
+    assert not (tmp_path / "out").exists()
 
 
-class _no_raise:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-@pytest.mark.parametrize(
-    "args,message",
-    [
-        (["--embed", "hash"], "invalid choice: 'hash'"),
-        (
-            ["--embed", "elmo_hash", "--config", "ner.cfg"],
-            "--config ner.cfg names the config itself: leave out --embed elmo_hash",
-        ),
-    ],
-)
-def test_run_rejects_bad_embed_settings(tmp_path, capsys, args, message):
-    argv = ["run", "--dataset", "conll2003", "--scheme", "weighted", "--seed", "1", "--output", str(tmp_path), *args]
-    with pytest.raises(SystemExit):
-        cli(argv)
-    assert message in capsys.readouterr().err
+def test_run_rejects_an_unknown_embed_as_a_usage_error(tmp_path, capsys):
+    argv = ["run", "--dataset", "conll2003", "--scheme", "weighted", "--seed", "1", "--output", str(tmp_path)]
+    with pytest.raises(SystemExit) as exited:
+        cli(argv + ["--embed", "hash"])
+    assert exited.value.code == 2 and "invalid choice: 'hash'" in capsys.readouterr().err
 
 
 def test_embed_elmo_hash_trains_the_hash_config_and_leaves_the_baseline_alone(tiny_model_files, data_dir, tmp_path):
-    from spacy_elmo_mix.workflow.convert import convert_dataset
-    from spacy_elmo_mix.workflow.run import run_one
-
     convert_dataset("conll2003", data_dir / "conll2003", tmp_path / "corpus" / "conll2003", max_sentences=20)
     options, weights = map(str, tiny_model_files)
     configs = {}
     for scheme in ("weighted", "baseline"):
-        metrics = run_one(
+        spec = RunSpec(
             "conll2003",
             scheme,
             1,
@@ -218,8 +217,10 @@ def test_embed_elmo_hash_trains_the_hash_config_and_leaves_the_baseline_alone(ti
             overrides={"components.ner.model.tok2vec.width": 16} if scheme != "baseline" else {},
             embed="elmo_hash",
         )
-        recorded = json.loads((tmp_path / scheme / "metrics.json").read_text())["identity"]["settings"]["config"]
-        configs[scheme] = (metrics["config"], recorded)
+        metrics = run_one(spec)
+        recorded = json.loads((tmp_path / scheme / "metrics.json").read_text())
+        assert recorded == metrics and list(recorded) == METRICS_KEYS
+        configs[scheme] = (metrics["config"], recorded["identity"]["settings"]["config"])
     assert configs == {"weighted": ("ner_elmo_hash.cfg",) * 2, "baseline": ("ner_baseline.cfg",) * 2}
 
 
@@ -235,21 +236,208 @@ def test_embed_elmo_hash_trains_the_hash_config_and_leaves_the_baseline_alone(ti
 def test_run_rejects_overrides_it_would_ignore_or_contradict(data_dir, tmp_path, override, message):
     """spaCy ignores a new key in [training]; an override of the seed or the protocol's budget would
     make metrics.json describe another run than the one trained."""
-    from spacy_elmo_mix.errors import ElmoInputError
-    from spacy_elmo_mix.workflow.convert import convert_dataset
-    from spacy_elmo_mix.workflow.run import run_one
-
     convert_dataset("conll2000", data_dir / "conll2000", tmp_path / "corpus" / "conll2000", max_sentences=20)
     protocol = Protocol(patience_epochs=5)
+    spec = RunSpec(
+        "conll2000",
+        "layer1",
+        1,
+        tmp_path / "run",
+        tmp_path / "corpus",
+        protocol=protocol,
+        overrides=override,
+        architecture="paper",
+    )
     with pytest.raises(ElmoInputError, match=message):
-        run_one(
-            "conll2000",
-            "layer1",
-            1,
-            tmp_path / "run",
-            tmp_path / "corpus",
-            protocol=protocol,
-            overrides=override,
-            architecture="paper",
-        )
+        run_one(spec)
     assert not (tmp_path / "run").exists()
+
+
+# The keys of a run's metrics.json, in their order.
+METRICS_KEYS = [
+    "dataset",
+    "scheme",
+    "seed",
+    "score",
+    "metric",
+    "train_seconds",
+    "protocol",
+    "epochs",
+    "best_epoch",
+    "best_step",
+    "stop_reason",
+    "converged",
+    "max_steps",
+    "config",
+    "layer_weights",
+    "identity",
+    "environment",
+]
+COMMAND = "python -m spacy_elmo_mix run --dataset ud_ewt --scheme weighted --seed 1 --output '{output}'"
+LOGGER = {"@loggers": "spacy-elmo-mix.LayerWeightsLogger.v1", "path": "out/train_log.jsonl"}
+# Three runs (RunSpec options, dataset, scheme) with the config they train and the settings they
+# train with, as the committed results recorded them: whether those results count as current
+# depends on the keys, values, value types and order of the settings. 70 training sentences: 3
+# updates an epoch of 32 sentences.
+PINNED = [
+    (
+        dict(protocol=Protocol(patience_epochs=5), architecture="paper", cache_dir="cache"),
+        "ud_ewt",
+        "weighted",
+        "crf_tagger.cfg",
+        {
+            "paths.train": "corpus/ud_ewt/train.spacy",
+            "paths.dev": "corpus/ud_ewt/dev.spacy",
+            "system.seed": 1,
+            "corpora.train.gold_preproc": True,
+            "corpora.dev.gold_preproc": True,
+            "training.batcher": {"@batchers": "spacy.batch_by_sequence.v1", "size": 32, "get_length": None},
+            "training.max_steps": 0,
+            "training.max_epochs": 150,
+            "training.eval_frequency": 3,
+            "training.patience": 15,
+            "training.logger": LOGGER,
+            "paths.elmo_options": None,
+            "paths.elmo_weights": None,
+            "components.crf_tagger.model.tok2vec.elmo.mixer.name": "weighted",
+            "initialize.components.elmo.cache_dir": "cache",
+            "initialize.components.elmo.cache_dtype": "float16",
+            "training.optimizer.learn_rate": 0.002,
+        },
+        ["<spacy_elmo_mix>/default_model/options.json", "<spacy_elmo_mix>/default_model/weights.hdf5"],
+    ),
+    (
+        dict(protocol=Protocol(max_steps=300, eval_frequency=100, tokens="retokenized"), batch_words=500),
+        "conll2003",
+        "baseline",
+        "ner_baseline.cfg",
+        {
+            "paths.train": "corpus/conll2003/train.spacy",
+            "paths.dev": "corpus/conll2003/dev.spacy",
+            "system.seed": 1,
+            "corpora.train.gold_preproc": False,
+            "corpora.dev.gold_preproc": False,
+            "training.max_steps": 300,
+            "training.eval_frequency": 100,
+            "training.logger": LOGGER,
+            "training.batcher.size.start": 500,
+            "training.batcher.size.stop": 500,
+            "training.optimizer.learn_rate": 0.002,
+        },
+        [],
+    ),
+    (
+        dict(elmo_options="bilm/options.json", elmo_weights="bilm/weights.hdf5", embed="elmo_hash"),
+        "conll2003",
+        "layer2",
+        "ner_elmo_hash.cfg",
+        {
+            "paths.train": "corpus/conll2003/train.spacy",
+            "paths.dev": "corpus/conll2003/dev.spacy",
+            "system.seed": 1,
+            "corpora.train.gold_preproc": True,
+            "corpora.dev.gold_preproc": True,
+            "training.max_steps": 1000,
+            "training.eval_frequency": 200,
+            "training.logger": LOGGER,
+            "paths.elmo_options": "bilm/options.json",
+            "paths.elmo_weights": "bilm/weights.hdf5",
+            "components.ner.model.tok2vec.elmo.mixer.name": "layer2",
+            "initialize.components.elmo.cache_dir": None,
+            "initialize.components.elmo.cache_dtype": "float16",
+            "training.optimizer.learn_rate": 0.002,
+        },
+        ["bilm/options.json", "bilm/weights.hdf5"],
+    ),
+]
+
+
+class _Trained(Exception):
+    """Raised by the stand-in for spaCy's train(): the test needs what it was given, not a model."""
+
+
+@pytest.mark.parametrize("options, dataset, scheme, config, settings, bilm", PINNED)
+def test_run_settings_and_identity_are_pinned(tmp_path, monkeypatch, options, dataset, scheme, config, settings, bilm):
+    """run_one hands spaCy's train() exactly these settings, and records exactly this identity of
+    them in metrics.json (the committed runs are matched against identities like it)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(COMMAND_ENV, COMMAND)
+    Path("corpus", dataset).mkdir(parents=True)
+    docs = [Doc(Vocab(), words=["A", "b", "."], sent_starts=[True, False, False]) for _ in range(70)]
+    for split in ("train", "dev", "test"):
+        DocBin(docs=docs).to_disk(Path("corpus", dataset, f"{split}.spacy"))
+    Path("bilm").mkdir()
+    for name in ("options.json", "weights.hdf5"):
+        Path("bilm", name).write_bytes(name.encode())
+    given = []
+
+    def train(config_path, output, overrides, use_gpu):
+        given.append((config_path, output, overrides, use_gpu))
+        raise _Trained
+
+    monkeypatch.setattr(spacy.cli.train, "train", train)
+    spec = RunSpec(dataset, scheme, 1, "out", "corpus", overrides={"training.optimizer.learn_rate": 0.002}, **options)
+    with pytest.raises(_Trained):
+        run_one(spec)
+    [(config_path, output, trained_with, use_gpu)] = given
+    assert (config_path, output, use_gpu) == (CONFIG_DIR / config, Path("out/training"), -1)
+    assert json.dumps(trained_with) == json.dumps(settings)  # keys, values, types and order
+    files = [f"corpus/{dataset}/{split}.spacy" for split in ("train", "dev", "test")]
+    files += [f"<spacy_elmo_mix>/configs/{config}", *bilm]
+    expected = {
+        "command": COMMAND,
+        "settings": {"config": config, **{key: value for key, value in settings.items() if key != "training.logger"}},
+        "files": {name: file_sha256(local_path(name)) for name in files},
+        "seed": 1,
+    }
+    identity = _identity(trained_with, config_path, spec.corpus, scheme, 1)
+    assert json.dumps(identity) == json.dumps(expected) and None not in identity["files"].values()
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(seed=2**32), "seed must be in 0..2**32-1, got 4294967296"),
+        (dict(gpu_id=-2), "gpu_id must be -1 (CPU) or a device number, got -2"),
+        (dict(batch_words=-1), "batch_words must be 0 (the config's schedule) or positive, got -1"),
+        (dict(batch_words=500, protocol=Protocol(patience_epochs=5)), "the converge protocol batches sentences"),
+        (dict(elmo_weights="weights.hdf5"), "give both elmo_options and elmo_weights, or neither"),
+        (
+            dict(config="ner.cfg", embed="elmo_hash"),
+            "config ner.cfg names the config itself: leave out embed elmo_hash",
+        ),
+        (dict(scheme="layer4"), "unknown scheme 'layer4'"),
+        (dict(embed="hash"), "unknown embed 'hash'"),
+        (dict(architecture="cnn"), "unknown architecture 'cnn'"),
+        (dict(dataset="mine"), "dataset 'mine' is not built in"),
+        (dict(dataset="mine", task="parser"), "the 'spacy' architecture has no task 'parser'"),
+        (
+            dict(dataset="sst5"),
+            "sst5: the 'spacy' architecture has no task 'textcat'; choose one of ner, tagger "
+            "(task 'textcat' has the 'paper' architecture only: --architecture paper)",
+        ),
+    ],
+)
+def test_run_spec_rejects_bad_values_when_created(options, message):
+    spec = dict(dataset="conll2003", scheme="weighted", seed=1, output="out", corpus_dir="corpus")
+    with pytest.raises(ElmoInputError, match=re.escape(message)):
+        RunSpec(**{**spec, **options})
+
+
+def test_run_command_offers_every_task():
+    from spacy_elmo_mix.cli.run import _parser
+    from spacy_elmo_mix.workflow.run import TASK_NAMES
+
+    task = next(action for action in _parser()._actions if action.dest == "task")
+    assert tuple(task.choices) == TASK_NAMES
+
+
+@pytest.mark.parametrize(
+    "dataset, component, metric", [("sst5", "textcat", "cats_acc"), ("ud_ewt_parse", "parser", "dep_las")]
+)
+def test_new_tasks_run_in_the_paper_architecture(dataset, component, metric):
+    from spacy_elmo_mix.workflow.run import task_for
+
+    task = task_for(dataset, architecture="paper")
+    assert (task.component, task.metric, task.config_for("weighted", "elmo")) == (component, metric, f"{component}.cfg")
+    assert task.config_for("baseline", "elmo") == f"{component}_baseline.cfg"

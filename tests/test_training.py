@@ -12,8 +12,10 @@ import spacy
 from spacy.cli.train import train
 from spacy.tokens import DocBin
 from spacy.training.converters import conllu_to_docs
+from thinc.api import Config
 
 from elmo_testing import CONFIGS, conll_examples
+from spacy_elmo_mix.workflow.convert import convert_dataset
 
 CONFIG_NAMES = ["ner.cfg", "tagger.cfg"]
 ALL_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.cfg"))
@@ -26,25 +28,30 @@ def _write(docs, path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def corpora(data_dir, tmp_path_factory):
-    """Small .spacy slices: CoNLL-2003 NER and UD English EWT tags (spaCy's CoNLL-U converter)."""
+    """Small .spacy slices: CoNLL-2003 NER, UD English EWT tags (spaCy's CoNLL-U converter), and
+    SST-5 classes and UD English EWT trees (this package's converter), keyed by task."""
     out = tmp_path_factory.mktemp("corpora")
     nlp = spacy.blank("en")
     ner = [eg.reference for eg in conll_examples(data_dir / "conll2003" / "train.txt", 80, nlp)]
     text = (data_dir / "ud_ewt" / "en_ewt-ud-train.conllu").read_text(encoding="utf-8")
     ud = list(conllu_to_docs(text[: text.index("\n\n", 150_000)], n_sents=1, no_print=True))
     assert len(ud) > 60, "the UD slice is too small"
+    for dataset, source in (("sst5", "sst5"), ("ud_ewt_parse", "ud_ewt")):
+        convert_dataset(dataset, data_dir / source, out / dataset, max_sentences=40)
     return {
-        "ner.cfg": (_write(ner[:60], out / "ner-train.spacy"), _write(ner[60:], out / "ner-dev.spacy")),
-        "tagger.cfg": (_write(ud[:-30], out / "ud-train.spacy"), _write(ud[-30:], out / "ud-dev.spacy")),
+        "ner": (_write(ner[:60], out / "ner-train.spacy"), _write(ner[60:], out / "ner-dev.spacy")),
+        "tagger": (_write(ud[:-30], out / "ud-train.spacy"), _write(ud[-30:], out / "ud-dev.spacy")),
+        "textcat": (out / "sst5" / "train.spacy", out / "sst5" / "dev.spacy"),
+        "parser": (out / "ud_ewt_parse" / "train.spacy", out / "ud_ewt_parse" / "dev.spacy"),
     }
 
 
 def _overrides(tiny_model_files, train_path, dev_path, task):
     """Tiny-model settings for a shipped config whose task component is ``task``: the CNN configs'
-    ``ner``/``tagger`` or the BiLSTM-CRF's ``crf_ner``/``crf_tagger``."""
+    ``ner``/``tagger``, or the paper's BiLSTM under ``crf_ner``/``crf_tagger``/``textcat``/``parser``."""
     options, weights = tiny_model_files
     tok2vec = f"components.{task}.model.tok2vec"
-    if task.startswith("crf_"):
+    if task.startswith("crf_") or task in ("textcat", "parser"):
         shrink = {f"{tok2vec}.width": 16, f"{tok2vec}.depth": 1}
     else:
         shrink = {f"{tok2vec}.width": 32, f"{tok2vec}.encoder.width": 32, f"{tok2vec}.encoder.depth": 1}
@@ -61,14 +68,13 @@ def _overrides(tiny_model_files, train_path, dev_path, task):
 
 def _task(config_name: str) -> str:
     """The task component of a shipped config: ``crf_tagger.cfg`` -> ``crf_tagger``, ``ner_baseline.cfg`` -> ``ner``."""
-    family = "crf_" if config_name.startswith("crf_") else ""
-    return family + ("tagger" if "tagger" in config_name else "ner")
+    return Config().from_disk(CONFIGS / config_name, interpolate=False)["nlp"]["pipeline"][-1]
 
 
 @pytest.mark.parametrize("config_name", ALL_CONFIGS)
 def test_debug_config_passes(config_name, tiny_model_files, corpora):
     task = _task(config_name)
-    train_path, dev_path = corpora["tagger.cfg" if "tagger" in task else "ner.cfg"]
+    train_path, dev_path = corpora[task.removeprefix("crf_")]
     overrides = {"paths.train": train_path, "paths.dev": dev_path}
     if "baseline" not in config_name:
         overrides = _overrides(tiny_model_files, train_path, dev_path, task)
@@ -87,7 +93,7 @@ def test_debug_config_passes(config_name, tiny_model_files, corpora):
 def test_short_training_run_learns(config_name, tiny_model_files, corpora, tmp_path):
     task = "ner" if config_name == "ner.cfg" else "tagger"
     log = tmp_path / "log.jsonl"
-    overrides = _overrides(tiny_model_files, *corpora[config_name], task)
+    overrides = _overrides(tiny_model_files, *corpora[task], task)
     overrides["training.logger.path"] = str(log)
     train(CONFIGS / config_name, tmp_path / "out", overrides=overrides)
     records = [json.loads(line) for line in log.read_text().splitlines()]

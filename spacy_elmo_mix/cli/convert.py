@@ -1,4 +1,4 @@
-"""``python -m spacy_elmo_mix convert DATASET INPUT OUTPUT``: column / CoNLL-U files to ``.spacy``.
+"""``python -m spacy_elmo_mix convert DATASET INPUT OUTPUT``: column, CoNLL-U or labelled-line files to ``.spacy``.
 
 INPUT is a data set's folder (OUTPUT: a folder that gets ``train.spacy``, ``dev.spacy`` and
 ``test.spacy``) or one file (OUTPUT: the ``.spacy`` file). DATASET is a built-in data set, whose
@@ -7,7 +7,10 @@ files in the folder are named::
     conll2003   train.txt valid.txt test.txt            token POS chunk NER (space-separated)
     wnut16      train dev test                          token<TAB>tag
     conll2000   train.txt dev.txt test.txt              token POS chunk
+    arguments   train.dat dev.dat test.dat              id<TAB>token<TAB>...<TAB>component tag
     ud_ewt      *-ud-train.conllu *-ud-dev.conllu *-ud-test.conllu   CoNLL-U (UD v1 or v2), UPOS
+    ud_ewt_parse  the same files                        CoNLL-U: UPOS and the dependency tree
+    sst5        sst_train.txt sst_dev.txt sst_test.txt  __label__N<TAB>tokens (5 classes)
 
 or your own: give --format and --task (and --token-column/--tag-column, --train/--dev/--test file
 names when they are not train*/dev*/test*), or describe it in a --datasets-file (JSON, the form of
@@ -16,6 +19,7 @@ Examples::
 
     python -m spacy_elmo_mix convert conll2003 ../shared/data/conll2003 corpus/conll2003
     python -m spacy_elmo_mix convert ud_ewt ../shared/data/ud_ewt corpus/ud_ewt --limit-train 500
+    python -m spacy_elmo_mix convert ud_ewt_parse ../shared/data/ud_ewt corpus/ud_ewt_parse
     python -m spacy_elmo_mix convert jnlpba data/jnlpba corpus/jnlpba --format columns --task ner \\
         --train Genia4ERtask2.iob2 --dev dev.tsv --test Genia4EReval2.iob2
 """
@@ -37,7 +41,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         prog=program("convert"), description=description(__doc__), formatter_class=HelpFormatter
     )
     parser.add_argument(
-        "dataset", help="a built-in data set (conll2003, wnut16, conll2000, arguments, ud_ewt) or your own's name"
+        "dataset",
+        help="a built-in data set (conll2003, wnut16, conll2000, arguments, ud_ewt, ud_ewt_parse, sst5) or your own's name",
     )
     parser.add_argument("input", type=Path, help="the data set's folder, or one of its files")
     parser.add_argument("output", type=Path, help="output folder (folder input) or .spacy file (file input)")
@@ -57,8 +62,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         type=Path,
         help="a JSON file of data set descriptions (see spacy_elmo_mix/configs/datasets.json)",
     )
-    own.add_argument("--format", choices=FORMATS, help="columns (one token per line) or conllu")
-    own.add_argument("--task", choices=TASKS, help="ner (span tags -> entities) or tagger (tag -> token.tag_)")
+    own.add_argument(
+        "--format", choices=FORMATS, help="columns (one token per line), conllu, or labelled_lines (LABEL<TAB>tokens)"
+    )
+    own.add_argument(
+        "--task",
+        choices=TASKS,
+        help="ner (span tags -> entities), tagger (tag -> token.tag_), parser (CoNLL-U tree) or textcat (class -> doc.cats)",
+    )
+    own.add_argument(
+        "--labels", metavar="CLASSES", help="textcat: the classes, separated by spaces (every doc's cats has each)"
+    )
     own.add_argument("--token-column", type=int, help="1-based column of the token (default: 1)")
     own.add_argument("--tag-column", type=int, help="1-based column of the tag (default or 0: the last)")
     own.add_argument(
@@ -87,6 +101,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         token_column=args.token_column,
         tag_column=args.tag_column or None,
         separator=args.separator,
+        labels=args.labels.split() if args.labels and args.labels.strip() else None,
     )
     if any(files.values()):
         spec = replace(spec, files={split: files[split] or spec.files[split] for split in files})

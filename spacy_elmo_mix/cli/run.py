@@ -4,20 +4,65 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from . import HelpFormatter, description, program
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    overrides = _overrides(parser, args.set)
+
+    from ..workflow.protocol import Protocol
+    from ..workflow.run import RunSpec, run_one
+
+    protocol = Protocol(
+        patience_epochs=args.patience_epochs or None,
+        max_epochs=args.max_epochs,
+        batch_sentences=args.batch_sentences,
+        max_steps=args.max_steps,
+        eval_frequency=args.eval_frequency,
+        tokens=args.tokens,
+    )
+    spec = RunSpec(
+        dataset=args.dataset,
+        scheme=args.scheme,
+        seed=args.seed,
+        output=args.output,
+        corpus_dir=args.corpus,
+        elmo_options=args.elmo_options or None,
+        elmo_weights=args.elmo_weights or None,
+        protocol=protocol,
+        overrides=overrides,
+        keep_model=args.keep_model,
+        gpu_id=args.gpu_id,
+        cache_dir=args.cache_dir or None,
+        cache_dtype=args.cache_dtype,
+        batch_words=args.batch_words or None,
+        config=args.config,
+        task=args.task,
+        embed=args.embed,
+        architecture=args.architecture,
+    )
+    print(json.dumps(run_one(spec), indent=2))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command's options (their values are checked by ``Protocol`` and ``RunSpec``)."""
     parser = argparse.ArgumentParser(
         prog=program("run"), description=description(__doc__), formatter_class=HelpFormatter
     )
     parser.add_argument(
-        "--dataset", required=True, help="conll2003, wnut16, conll2000, arguments, ud_ewt, or your own (with --task)"
+        "--dataset",
+        required=True,
+        help="conll2003, wnut16, conll2000, arguments, ud_ewt, sst5, ud_ewt_parse, or your own (with --task)",
     )
     parser.add_argument(
-        "--task", choices=["ner", "tagger"], help="the task (needed for a data set that is not built in)"
+        "--task",
+        choices=["ner", "tagger", "textcat", "parser"],
+        help="the task (needed for a data set that is not built in); textcat and parser: --architecture paper",
     )
     parser.add_argument(
         "--scheme",
@@ -87,61 +132,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         metavar="KEY=JSON",
         help="change a setting of the training config, e.g. training.optimizer.learn_rate=0.002 (not one the run sets from its options)",
     )
-    args = parser.parse_args(argv)
+    return parser
 
-    from ..workflow.protocol import Protocol
-    from ..workflow.run import run_one
 
-    overrides = {}
-    for item in args.set:
+def _overrides(parser: argparse.ArgumentParser, items: List[str]) -> Dict[str, object]:
+    """The config overrides of ``--set KEY=JSON`` ``items``; a value that is not JSON is a usage error."""
+    overrides: Dict[str, object] = {}
+    for item in items:
         key, _, value = item.partition("=")
         try:
             overrides[key] = json.loads(value)
         except json.JSONDecodeError:
             parser.error(f"--set {item!r}: the value must be JSON (strings in double quotes)")
-    options, weights = (args.elmo_options or None), (args.elmo_weights or None)
-    if (options is None) != (weights is None):
-        parser.error("give both --elmo-options and --elmo-weights, or neither")
-    for name in ("max_steps", "eval_frequency", "max_epochs", "batch_sentences"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
-    if args.patience_epochs < 0:
-        parser.error(f"--patience-epochs must be 0 (fixed budget) or positive, got {args.patience_epochs}")
-    if not 0 <= args.seed < 2**32:
-        parser.error(f"--seed must be in 0..2**32-1, got {args.seed}")
-    if args.gpu_id < -1:
-        parser.error(f"--gpu-id must be -1 (CPU) or a device number, got {args.gpu_id}")
-    if args.config and args.embed != "elmo":
-        parser.error(f"--config {args.config} names the config itself: leave out --embed {args.embed}")
-    if args.batch_words < 0:
-        parser.error(f"--batch-words must be 0 (the config's schedule) or positive, got {args.batch_words}")
-    protocol = Protocol(
-        patience_epochs=args.patience_epochs or None,
-        max_epochs=args.max_epochs,
-        batch_sentences=args.batch_sentences,
-        max_steps=args.max_steps,
-        eval_frequency=args.eval_frequency,
-        tokens=args.tokens,
-    )
-    metrics = run_one(
-        args.dataset,
-        args.scheme,
-        args.seed,
-        args.output,
-        args.corpus,
-        options,
-        weights,
-        protocol,
-        overrides=overrides,
-        keep_model=args.keep_model,
-        gpu_id=args.gpu_id,
-        cache_dir=args.cache_dir or None,
-        cache_dtype=args.cache_dtype,
-        batch_words=args.batch_words or None,
-        config=args.config,
-        task=args.task,
-        embed=args.embed,
-        architecture=args.architecture,
-    )
-    print(json.dumps(metrics, indent=2))
-    return 0
+    return overrides

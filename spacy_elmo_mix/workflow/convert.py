@@ -1,24 +1,32 @@
-"""Convert tagged data sets to spaCy ``.spacy`` files (``DocBin``), one ``Doc`` per sentence.
+"""Convert labelled data sets to spaCy ``.spacy`` files (``DocBin``), one ``Doc`` per sentence.
 
 A data set is data, not code: a :class:`DatasetSpec` says where its files are and how to read them.
-The built-in ones (``conll2003``, ``wnut16``, ``conll2000``, ``arguments``, ``ud_ewt``) are entries of
+The built-in ones (``conll2003``, ``wnut16``, ``conll2000``, ``arguments``, ``ud_ewt``, ``ud_ewt_parse``,
+``sst5``) are entries of
 ``spacy_elmo_mix/configs/datasets.json``; your own come from a JSON file of the same form
 (``--datasets-file``) or from command-line options. An entry's keys:
 
-``format``        ``columns`` (one token per line, columns separated by ``separator``) or ``conllu``
+``format``        ``columns`` (one token per line, columns separated by ``separator``), ``conllu``, or
+                  ``labelled_lines`` (one sentence per line: ``LABEL<TAB>tokens separated by spaces``,
+                  fastText's ``__label__`` prefix dropped from the label)
 ``files``         split (``train``, ``dev``, ``test``) -> file name or glob inside the data set's folder
-``task``          ``ner`` (span tags -> ``doc.ents``; with ``tags_too`` also ``token.tag_``) or
-                  ``tagger`` (the tag -> ``token.tag_``; CoNLL-U: UPOS -> ``token.pos_`` and ``tag_``)
+``task``          ``ner`` (span tags -> ``doc.ents``; with ``tags_too`` also ``token.tag_``),
+                  ``tagger`` (the tag -> ``token.tag_``; CoNLL-U: UPOS -> ``token.pos_`` and ``tag_``),
+                  ``parser`` (CoNLL-U: the tree -> ``token.head``/``dep_``, UPOS as for ``tagger``) or
+                  ``textcat`` (``labelled_lines``: the label -> ``doc.cats``, one class per sentence)
 ``token_column``  1-based column of the token (``columns``; default 1)
 ``tag_column``    1-based column of the tag (``columns``; default: the last one)
 ``separator``     ``whitespace`` (default: runs of spaces and tabs) or ``tab``
 ``label``         the name in tables (optional)
 ``tag_suffix``    where a tag's own part ends (optional): ``":"`` keeps ``I-Premise`` of ``I-Premise:-1:Support``
+``labels``        the classes of a ``textcat`` data set, in order (every doc's ``cats`` has each of them)
 
 Tokens are kept as given (other whitespace in a token, such as a no-break or thin space, is part
 of it: see ``SEPARATORS``); ``spaces`` is True after every token but the last. Sentences are separated
 by blank lines; ``-DOCSTART-`` lines are dropped; CoNLL-U comments, multiword range lines (``1-2``)
-and empty nodes (``8.1``) are skipped; UD v1 (``CONJ``) and v2 tags are accepted. Span tags may be
+and empty nodes (``8.1``) are skipped; UD v1 (``CONJ``) and v2 tags are accepted. A ``parser`` data
+set's trees are checked (word ids in order, heads inside the sentence, one root, no cycle); its
+``root`` relation is named ``ROOT``, as spaCy's own CoNLL-U converter names it. Span tags may be
 BIO (IOB2), IOB1 (an ``I-`` tag starts an entity unless the previous tag has the same type) or
 BILOU / IOBES (``L-``/``E-``, ``U-``/``S-``): ``scheme="auto"`` detects which (IOB1 normalized to BIO;
 decoded with spaCy's ``iob_to_biluo`` / ``biluo_tags_to_spans``); ``iob1``, ``iob2`` and ``bilou``
@@ -46,8 +54,16 @@ from ..errors import ElmoFileError, ElmoInputError
 
 PathLike = Union[str, Path]
 SCHEMES = ("auto", "iob1", "iob2", "bilou")
-FORMATS = ("columns", "conllu")
-TASKS = ("ner", "tagger")
+FORMATS = ("columns", "conllu", "labelled_lines")
+TASKS = ("ner", "tagger", "parser", "textcat")
+# The formats each task reads.
+TASK_FORMATS = {
+    "ner": ("columns",),
+    "tagger": ("columns", "conllu"),
+    "parser": ("conllu",),
+    "textcat": ("labelled_lines",),
+}
+FASTTEXT_LABEL = "__label__"
 SPLITS = ("train", "dev", "test")
 # Column separators, by class. The formats separate columns by spaces or tabs (CoNLL-2003,
 # CoNLL-2000: ``whitespace``) or by tabs (WNUT, CoNLL-U: ``tab``); the other characters str.split()
@@ -72,11 +88,12 @@ class ConvertError(ElmoInputError):
 class DatasetSpec:
     """How to find and read one data set (the keys of the module docstring's table).
 
-    name: its id; format: ``columns`` or ``conllu``; files: split -> file name or glob; task: ``ner``
-    or ``tagger``; token_column/tag_column: 1-based columns (tag_column None: the last); separator:
+    name: its id; format: one of :data:`FORMATS`; files: split -> file name or glob; task: one of
+    :data:`TASKS`; token_column/tag_column: 1-based columns (tag_column None: the last); separator:
     ``whitespace`` or ``tab``; tags_too: a ``ner`` data set also sets ``token.tag_``; label: its
     name in tables; tag_suffix: where a tag's own part ends (None: the whole column), e.g. ``:``
-    for the persuasive essays' ``I-Premise:-1:Support``, whose component type is ``I-Premise``.
+    for the persuasive essays' ``I-Premise:-1:Support``, whose component type is ``I-Premise``;
+    labels: the classes of a ``textcat`` data set (None for the other tasks).
     """
 
     name: str
@@ -89,6 +106,7 @@ class DatasetSpec:
     tags_too: bool = False
     label: str = ""
     tag_suffix: Optional[str] = None
+    labels: Optional[List[str]] = None
 
     def check(self, where: str) -> "DatasetSpec":
         """Itself, or ElmoInputError naming ``where`` (the file or option it came from) and the bad key."""
@@ -97,8 +115,11 @@ class DatasetSpec:
             bad.append(f"format {self.format!r} (expected one of {', '.join(FORMATS)})")
         if self.task not in TASKS:
             bad.append(f"task {self.task!r} (expected one of {', '.join(TASKS)})")
-        if self.format == "conllu" and self.task != "tagger":
-            bad.append("task 'ner' with format 'conllu' (CoNLL-U gives UPOS tags: task 'tagger')")
+        if self.task in TASK_FORMATS and self.format in FORMATS and self.format not in TASK_FORMATS[self.task]:
+            bad.append(
+                f"task {self.task!r} with format {self.format!r} (it reads {' or '.join(TASK_FORMATS[self.task])})"
+            )
+        bad += self._label_problems()
         if self.separator not in SEPARATORS:
             bad.append(f"separator {self.separator!r} (expected one of {', '.join(SEPARATORS)})")
         for key in ("token_column", "tag_column"):
@@ -114,6 +135,21 @@ class DatasetSpec:
         if bad:
             raise ElmoInputError(f"{where}: data set {self.name!r}: bad " + "; bad ".join(bad))
         return self
+
+    def _label_problems(self) -> List[str]:
+        """What is wrong with ``labels``: a ``textcat`` data set needs two or more distinct non-empty
+        strings; the other tasks take none."""
+        if self.task != "textcat":
+            return [] if self.labels is None else [f"labels {self.labels!r} (only a textcat data set has classes)"]
+        labels = self.labels
+        if (
+            not isinstance(labels, list)
+            or len(labels) < 2
+            or not all(isinstance(label, str) and label.strip() for label in labels)
+            or len(set(labels)) != len(labels)
+        ):
+            return [f"labels {labels!r} (a textcat data set needs its classes: two or more distinct strings)"]
+        return []
 
 
 def load_datasets(path: Optional[PathLike] = None) -> Dict[str, DatasetSpec]:
@@ -236,7 +272,7 @@ def read_columns(path: Path, stats: "ConvertStats", spec: DatasetSpec, encoding:
 
 
 def read_conllu(path: Path, stats: "ConvertStats", spec: DatasetSpec, encoding: str) -> Iterator["Sentence"]:
-    """Yield the sentences of a CoNLL-U file, labelled with UPOS.
+    """Yield the sentences of a CoNLL-U file, labelled with UPOS, with their HEAD and DEPREL columns.
 
     path: the file; stats: counts skipped multiword range lines and empty nodes; spec: unused (the
     columns are CoNLL-U's); encoding: the file's text encoding.
@@ -257,25 +293,52 @@ def read_conllu(path: Path, stats: "ConvertStats", spec: DatasetSpec, encoding: 
             sentence.words.append(columns[1])
             sentence.labels.append(columns[3])
             sentence.lines.append(number)
+            sentence.ids.append(columns[0])
+            sentence.heads.append(columns[6])
+            sentence.deps.append(columns[7])
         if sentence.words:
             yield sentence
 
 
-READERS = {"columns": read_columns, "conllu": read_conllu}
+def read_labelled_lines(path: Path, stats: "ConvertStats", spec: DatasetSpec, encoding: str) -> Iterator["Sentence"]:
+    """Yield the sentences of a file of ``LABEL<TAB>tokens`` lines (SST-5's, fastText's form).
+
+    path: the file; stats: unused; spec: unused (the label is checked against its classes when the
+    doc is made); encoding: the file's text encoding. Blank lines are skipped; the tokens are the
+    text split at single spaces (runs of spaces are one break); a leading ``__label__`` is dropped.
+    """
+    for number, line in _numbered_lines(path, encoding):
+        if not line.strip(COLUMN_SPACE):
+            continue
+        label, tab, text = line.partition("\t")
+        words = [word for word in text.split(" ") if word]
+        if not tab or not words:
+            raise ConvertError(f"{path}:{number}: expected LABEL<TAB>tokens separated by spaces, found {line!r}")
+        category = label.strip(COLUMN_SPACE).removeprefix(FASTTEXT_LABEL)
+        yield Sentence(words, [], [number] * len(words), path, category=category)
+
+
+READERS = {"columns": read_columns, "conllu": read_conllu, "labelled_lines": read_labelled_lines}
 
 
 @dataclass
 class Sentence:
     """One sentence as read from a file.
 
-    words: the tokens; labels: one label per token (a span tag or a UPOS tag); lines: the 1-based line
-    number of each token in ``path``; path: the file it was read from.
+    words: the tokens; labels: one label per token (a span tag or a UPOS tag; none for a labelled
+    line); lines: the 1-based line number of each token in ``path``; path: the file it was read
+    from; ids, heads, deps: CoNLL-U's ID, HEAD and DEPREL of each token (empty for other formats);
+    category: the class of a labelled line (None for other formats).
     """
 
     words: List[str]
     labels: List[str]
     lines: List[int]
     path: Path
+    ids: List[str] = field(default_factory=list)
+    heads: List[str] = field(default_factory=list)
+    deps: List[str] = field(default_factory=list)
+    category: Optional[str] = None
 
     def error(self, index: int, message: str) -> ConvertError:
         """A :class:`ConvertError` located at token ``index`` of this sentence."""
@@ -377,15 +440,18 @@ def _new_doc(vocab: Vocab, sentence: Sentence, **attrs) -> Doc:
 
 
 def annotate(vocab: Vocab, sentence: Sentence, spec: DatasetSpec, scheme: str, stats: ConvertStats) -> Doc:
-    """The Doc of one sentence: entities from span tags (``ner``), tags (``tagger``; CoNLL-U: and UPOS).
+    """The Doc of one sentence: entities from span tags (``ner``), tags (``tagger``; CoNLL-U: and
+    UPOS), a dependency tree and UPOS (``parser``) or its class (``textcat``).
 
     vocab: the Doc's vocab; spec: the data set; scheme: for span tags (module docstring); stats: updated.
     """
+    if spec.task == "textcat":
+        return _categorized(vocab, sentence, spec, stats)
+    if spec.task == "parser":
+        return _parsed(vocab, sentence, stats)
     if spec.task == "tagger":
         if spec.format == "conllu":
-            for index, tag in enumerate(sentence.labels):
-                if tag not in UPOS:
-                    raise sentence.error(index, f"invalid UPOS tag {tag!r} (expected one of {' '.join(sorted(UPOS))})")
+            _check_upos(sentence)
         stats.labels.update(sentence.labels)
         pos = sentence.labels if spec.format == "conllu" else None
         return _new_doc(vocab, sentence, pos=pos, tags=sentence.labels)
@@ -396,6 +462,59 @@ def annotate(vocab: Vocab, sentence: Sentence, spec: DatasetSpec, scheme: str, s
     if found != "iob2" or stats.scheme is None:
         stats.scheme = found
     return doc
+
+
+def _check_upos(sentence: Sentence) -> None:
+    for index, tag in enumerate(sentence.labels):
+        if tag not in UPOS:
+            raise sentence.error(index, f"invalid UPOS tag {tag!r} (expected one of {' '.join(sorted(UPOS))})")
+
+
+def _categorized(vocab: Vocab, sentence: Sentence, spec: DatasetSpec, stats: ConvertStats) -> Doc:
+    """The Doc of a labelled line: ``cats`` is 1.0 for its class and 0.0 for each other one of
+    ``spec.labels`` (a full row, so that an exclusive ``textcat`` learns from every class)."""
+    labels = spec.labels or []
+    if sentence.category not in labels:
+        raise sentence.error(0, f"unknown class {sentence.category!r} (the data set's classes: {', '.join(labels)})")
+    doc = _new_doc(vocab, sentence)
+    doc.cats = {label: float(label == sentence.category) for label in labels}
+    stats.labels[sentence.category] += 1
+    return doc
+
+
+def _parsed(vocab: Vocab, sentence: Sentence, stats: ConvertStats) -> Doc:
+    """The Doc of a CoNLL-U sentence with its tree; ConvertError at the first token whose id, head
+    or relation is invalid, or when the heads do not form one tree."""
+    _check_upos(sentence)
+    n = len(sentence.words)
+    heads = []
+    for index, (token_id, head, dep) in enumerate(zip(sentence.ids, sentence.heads, sentence.deps)):
+        if token_id != str(index + 1):
+            raise sentence.error(index, f"token id {token_id} out of order (expected {index + 1})")
+        if not head.isdigit() or int(head) > n:
+            raise sentence.error(index, f"head {head!r} is not a token of the sentence (1..{n}, 0: the root)")
+        if not dep or dep == "_":
+            raise sentence.error(index, "no dependency relation (DEPREL is empty)")
+        heads.append(int(head) - 1 if int(head) else index)
+    _check_tree(sentence, heads)
+    deps = ["ROOT" if dep == "root" else dep for dep in sentence.deps]
+    stats.labels.update(deps)
+    return _new_doc(vocab, sentence, pos=sentence.labels, tags=sentence.labels, heads=heads, deps=deps)
+
+
+def _check_tree(sentence: Sentence, heads: List[int]) -> None:
+    """ConvertError unless ``heads`` (token -> head index, the root its own) have one root that every
+    token reaches."""
+    roots = [index for index, head in enumerate(heads) if head == index]
+    if len(roots) != 1:
+        raise sentence.error(roots[1] if roots else 0, f"{len(roots)} roots (HEAD 0): a sentence has one")
+    for start in range(len(heads)):
+        node, seen = start, {start}
+        while heads[node] != node:
+            node = heads[node]
+            if node in seen:
+                raise sentence.error(start, "the heads form a cycle")
+            seen.add(node)
 
 
 # ----------------------------------------------------------------------------------------- the API
@@ -458,8 +577,12 @@ def convert_file(
         stats.sentences += 1
         stats.tokens += len(sentence.words)
     if not stats.sentences:
-        what = "CoNLL-U sentences" if spec.format == "conllu" else "lines of token and tag columns"
-        raise ConvertError(f"{input_path}: no sentences found (expected {what}, sentences separated by blank lines)")
+        what = {
+            "conllu": "CoNLL-U sentences",
+            "columns": "lines of token and tag columns, sentences separated by blank lines",
+            "labelled_lines": "LABEL<TAB>sentence lines",
+        }[spec.format]
+        raise ConvertError(f"{input_path}: no sentences found (expected {what})")
     stats.truncated = max_sentences is not None and next(sentences, None) is not None
     with atomic_write(output_path) as tmp:
         tmp.write_bytes(docbin.to_bytes())

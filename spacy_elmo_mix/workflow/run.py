@@ -71,24 +71,35 @@ TASK_KINDS: Dict[str, Dict[str, Task]] = {
     "paper": {
         "ner": Task("crf_ner.cfg", None, "crf_ner_baseline.cfg", "crf_ner", "ents_f"),
         "tagger": Task("crf_tagger.cfg", None, "crf_tagger_baseline.cfg", "crf_tagger", "tag_acc"),
+        "textcat": Task("textcat.cfg", None, "textcat_baseline.cfg", "textcat", "cats_acc"),
+        "parser": Task("parser.cfg", None, "parser_baseline.cfg", "parser", "dep_las"),
     },
 }
+# Every task of some architecture (the ``--task`` choices).
+TASK_NAMES = tuple(dict.fromkeys(kind for tasks in TASK_KINDS.values() for kind in tasks))
 # The task of each built-in data set (configs/datasets.json); any other data set is run with an explicit task.
 DATASET_TASKS: Dict[str, str] = {name: spec.task for name, spec in load_datasets().items()}
 
 
 def task_for(dataset: str, task: Optional[str] = None, architecture: str = "spacy") -> Task:
-    """The :class:`Task` of ``dataset`` in ``architecture``: ``task`` (``ner`` or ``tagger``) if
+    """The :class:`Task` of ``dataset`` in ``architecture``: ``task`` (one of :data:`TASK_NAMES`) if
     given, else the built-in one's."""
     if architecture not in ARCHITECTURES:
         raise ElmoInputError(f"unknown architecture {architecture!r}; choose one of {', '.join(ARCHITECTURES)}")
     kind = task or DATASET_TASKS.get(dataset)
     if kind is None:
         raise ElmoInputError(
-            f"dataset {dataset!r} is not built in ({', '.join(DATASET_TASKS)}): give its task (--task ner or --task tagger)"
+            f"dataset {dataset!r} is not built in ({', '.join(DATASET_TASKS)}): give its task (--task {'|'.join(TASK_NAMES)})"
         )
     if kind not in TASK_KINDS[architecture]:
-        raise ElmoInputError(f"unknown task {kind!r}; choose one of {', '.join(TASK_KINDS[architecture])}")
+        others = [name for name, tasks in TASK_KINDS.items() if kind in tasks]
+        where = (
+            f" (task {kind!r} has the {others[0]!r} architecture only: --architecture {others[0]})" if others else ""
+        )
+        raise ElmoInputError(
+            f"{dataset}: the {architecture!r} architecture has no task {kind!r}; choose one of "
+            f"{', '.join(TASK_KINDS[architecture])}{where}"
+        )
     return TASK_KINDS[architecture][kind]
 
 
@@ -99,117 +110,175 @@ def check_scheme(scheme: str) -> str:
     return scheme
 
 
-def run_one(
-    dataset: str,
-    scheme: str,
-    seed: int,
-    output: PathLike,
-    corpus_dir: PathLike,
-    elmo_options: Optional[str] = None,
-    elmo_weights: Optional[str] = None,
-    protocol: Protocol = Protocol(),
-    config_dir: PathLike = CONFIG_DIR,
-    overrides: Optional[Dict[str, object]] = None,
-    keep_model: bool = False,
-    gpu_id: int = -1,
-    cache_dir: Optional[str] = None,
-    cache_dtype: str = "float16",
-    batch_words: Optional[int] = None,
-    config: Optional[str] = None,
-    task: Optional[str] = None,
-    embed: str = ELMO,
-    architecture: str = "spacy",
-) -> dict:
-    """Train, evaluate on ``test.spacy`` and write ``output/metrics.json``; returns the metrics.
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the comparison: what :func:`run_one` trains, scores and records. Creating one checks
+    every value that needs no file (ElmoInputError); the corpus and config files are checked when it runs.
 
+    dataset: a built-in data set (:data:`DATASET_TASKS`) or your own (with ``task``).
+    scheme: a paper scheme (``spacy-elmo-mix.PaperScheme.v1`` name) or ``baseline``.
+    seed: the random seed (0..2**32-1).
+    output: the run folder (``metrics.json``, the training log; ``training`` while it trains).
     corpus_dir: folder with ``{dataset}/train.spacy``, ``dev.spacy``, ``test.spacy`` (``convert``).
-    elmo_options, elmo_weights: biLM files (None: the embedded default model).
+    elmo_options, elmo_weights: biLM files, both or neither (None: the embedded default model).
     protocol: how long it trains and on which tokens (:class:`~.protocol.Protocol`).
-    overrides: further ``spacy train`` config overrides. keep_model: keep ``output/model-best``.
-    gpu_id: -1 for CPU.
+    config_dir: the folder of the training configs (the package's).
+    overrides: further ``spacy train`` config overrides (of settings the run does not set itself).
+    keep_model: keep ``output/training`` (its ``model-best`` is the pipeline scored).
+    gpu_id: the GPU to train on; -1 for CPU.
     cache_dir, cache_dtype: the shared on-disk ELMo layer cache (``python -m spacy_elmo_mix cache``
         fills it once per data set, so the runs do no biLM work); None: memory only.
     batch_words: words per training batch (a fixed size instead of the config's compounding one;
-        the ``steps`` protocol only: the ``converge`` protocol batches sentences).
-    config: a config file name in ``config_dir`` instead of the task's (e.g. ``ner_elmo_hash.cfg``).
-    task: ``ner`` or ``tagger``; needed for a data set that is not built in.
+        the ``steps`` protocol only: the ``converge`` protocol batches sentences); None or 0: the config's.
+    config: a config file name in ``config_dir`` instead of the task's (e.g. ``ner_elmo_hash.cfg``;
+        it names the embedding itself, so only with ``embed`` ``elmo``).
+    task: one of :data:`TASK_NAMES`; needed for a data set that is not built in.
     embed: ``elmo`` (the ELMo schemes see ELMo alone) or ``elmo_hash`` (ELMo concatenated with the
         baseline's hash embeddings); ``baseline`` runs are the same either way.
     architecture: ``paper`` (BiLSTM-CRF) or ``spacy`` (CNN; transition-based NER / softmax tagger).
     """
-    import spacy
-    from spacy.cli.train import train
-    from spacy.training import Corpus
 
-    resolved_task = task_for(dataset, task, architecture)
-    check_scheme(scheme)
-    output = Path(output)
-    corpus = Path(corpus_dir) / dataset
-    for path in (corpus / "train.spacy", corpus / "dev.spacy", corpus / "test.spacy"):
+    dataset: str
+    scheme: str
+    seed: int
+    output: PathLike
+    corpus_dir: PathLike
+    elmo_options: Optional[str] = None
+    elmo_weights: Optional[str] = None
+    protocol: Protocol = Protocol()
+    config_dir: PathLike = CONFIG_DIR
+    overrides: Optional[Dict[str, object]] = None
+    keep_model: bool = False
+    gpu_id: int = -1
+    cache_dir: Optional[str] = None
+    cache_dtype: str = "float16"
+    batch_words: Optional[int] = None
+    config: Optional[str] = None
+    task: Optional[str] = None
+    embed: str = ELMO
+    architecture: str = "spacy"
+
+    def __post_init__(self) -> None:
+        if bool(self.elmo_options) != bool(self.elmo_weights):
+            raise ElmoInputError("give both elmo_options and elmo_weights, or neither")
+        if not 0 <= self.seed < 2**32:
+            raise ElmoInputError(f"seed must be in 0..2**32-1, got {self.seed}")
+        if self.gpu_id < -1:
+            raise ElmoInputError(f"gpu_id must be -1 (CPU) or a device number, got {self.gpu_id}")
+        if self.batch_words is not None and self.batch_words < 0:
+            raise ElmoInputError(f"batch_words must be 0 (the config's schedule) or positive, got {self.batch_words}")
+        if self.batch_words and self.protocol.converges:
+            raise ElmoInputError("batch_words: the converge protocol batches sentences (batch_sentences), not words")
+        if self.embed not in EMBEDS:
+            raise ElmoInputError(f"unknown embed {self.embed!r}; choose one of {', '.join(EMBEDS)}")
+        if self.config and self.embed != ELMO:
+            raise ElmoInputError(f"config {self.config} names the config itself: leave out embed {self.embed}")
+        check_scheme(self.scheme)
+        task_for(self.dataset, self.task, self.architecture)  # a known architecture, and a task in it
+
+    @property
+    def corpus(self) -> Path:
+        """The folder of the run's ``train.spacy``, ``dev.spacy`` and ``test.spacy``."""
+        return Path(self.corpus_dir) / self.dataset
+
+
+def run_one(spec: RunSpec) -> dict:
+    """Train the run's pipeline, evaluate it on ``test.spacy`` and write ``output/metrics.json``
+    (see the module docstring); returns the metrics."""
+    task = task_for(spec.dataset, spec.task, spec.architecture)
+    for path in (spec.corpus / "train.spacy", spec.corpus / "dev.spacy", spec.corpus / "test.spacy"):
         if not path.exists():
-            raise ElmoFileError(f"{path} not found: run the convert step for {dataset} first")
-    if batch_words and protocol.converges:
-        raise ElmoInputError("batch_words: the converge protocol batches sentences (batch_sentences), not words")
-    settings: Dict[str, Any] = {
-        "paths.train": str(corpus / "train.spacy"),
-        "paths.dev": str(corpus / "dev.spacy"),
-        "system.seed": int(seed),
-        **protocol.settings(_count_sentences(corpus / "train.spacy", protocol.gold_preproc)),
-        "training.logger": {
-            "@loggers": "spacy-elmo-mix.LayerWeightsLogger.v1",
-            "path": str(output / TRAIN_LOG),
-        },
-    }
-    if batch_words:
-        settings.update(
-            {"training.batcher.size.start": int(batch_words), "training.batcher.size.stop": int(batch_words)}
-        )
-    if scheme != BASELINE:
-        settings.update(
-            {
-                "paths.elmo_options": elmo_options,
-                "paths.elmo_weights": elmo_weights,
-                f"components.{resolved_task.component}.model.tok2vec.elmo.mixer.name": scheme,
-                "initialize.components.elmo.cache_dir": cache_dir,
-                "initialize.components.elmo.cache_dtype": cache_dtype,
-            }
-        )
-    if embed not in EMBEDS:
-        raise ElmoInputError(f"unknown embed {embed!r}; choose one of {', '.join(EMBEDS)}")
-    config = config or resolved_task.config_for(scheme, embed)
-    config_path = Path(config_dir) / config
+            raise ElmoFileError(f"{path} not found: run the convert step for {spec.dataset} first")
+    config = spec.config or task.config_for(spec.scheme, spec.embed)
+    config_path = Path(spec.config_dir) / config
     if not config_path.is_file():
         raise ElmoFileError(f"{config_path}: no such training config")
-    _check_overrides(overrides or {}, settings, config_path)
-    settings.update(overrides or {})
-    identity = _identity(settings, config_path, corpus, scheme, seed)
+    settings = _settings(spec, task, config_path)
+    identity = _identity(settings, config_path, spec.corpus, spec.scheme, spec.seed)
     environment = run_environment()  # the code as this process starts it
-    output.mkdir(parents=True, exist_ok=True)
-    (output / TRAIN_LOG).unlink(missing_ok=True)
-    started = time.perf_counter()
-    train(config_path, output / "training", overrides=settings, use_gpu=gpu_id)
-    train_seconds = time.perf_counter() - started
-    nlp = spacy.load(output / "training" / "model-best")  # on the GPU train() selected, if any
-    scores = nlp.evaluate(Corpus(corpus / "test.spacy", gold_preproc=protocol.gold_preproc)(nlp))
+    train_seconds = _train(spec, config_path, settings)
     metrics = {
-        "dataset": dataset,
-        "scheme": scheme,
-        "seed": int(seed),
-        "score": float(scores[resolved_task.metric]),
-        "metric": resolved_task.metric,
-        "train_seconds": round(train_seconds, 2),
-        "protocol": protocol.describe(architecture, embed),
-        **how_it_ended(output / TRAIN_LOG, settings),
-        "max_steps": int(settings["training.max_steps"]),
-        "config": config,
-        "layer_weights": _layer_weights(nlp, resolved_task.component),
+        **_metrics(spec, task, config, settings, train_seconds),
         "identity": identity,
         "environment": environment,
     }
-    if not keep_model:
+    output = Path(spec.output)
+    if not spec.keep_model:
         shutil.rmtree(output / "training")
     write_text_atomic(output / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     return metrics
+
+
+def _settings(spec: RunSpec, task: Task, config_path: Path) -> Dict[str, Any]:
+    """The ``spacy train`` overrides of a run, in the order its identity records them: the data, the
+    seed, the protocol's, the logger, a fixed batch size, the ELMo settings (not for ``baseline``),
+    then ``spec.overrides`` (checked against the config at ``config_path`` and the run's own)."""
+    corpus = spec.corpus
+    settings: Dict[str, Any] = {
+        "paths.train": str(corpus / "train.spacy"),
+        "paths.dev": str(corpus / "dev.spacy"),
+        "system.seed": int(spec.seed),
+        **spec.protocol.settings(_count_sentences(corpus / "train.spacy", spec.protocol.gold_preproc)),
+        "training.logger": {
+            "@loggers": "spacy-elmo-mix.LayerWeightsLogger.v1",
+            "path": str(Path(spec.output) / TRAIN_LOG),
+        },
+    }
+    if spec.batch_words:
+        size = int(spec.batch_words)
+        settings.update({"training.batcher.size.start": size, "training.batcher.size.stop": size})
+    if spec.scheme != BASELINE:
+        settings.update(
+            {
+                "paths.elmo_options": spec.elmo_options,
+                "paths.elmo_weights": spec.elmo_weights,
+                f"components.{task.component}.model.tok2vec.elmo.mixer.name": spec.scheme,
+                "initialize.components.elmo.cache_dir": spec.cache_dir,
+                "initialize.components.elmo.cache_dtype": spec.cache_dtype,
+            }
+        )
+    overrides = spec.overrides or {}
+    _check_overrides(overrides, settings, config_path)
+    settings.update(overrides)
+    return settings
+
+
+def _train(spec: RunSpec, config_path: Path, settings: Dict[str, Any]) -> float:
+    """Train the config at ``config_path`` with ``settings`` into ``output/training``, with a fresh
+    training log; returns the seconds it took."""
+    from spacy.cli.train import train
+
+    output = Path(spec.output)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / TRAIN_LOG).unlink(missing_ok=True)
+    started = time.perf_counter()
+    train(config_path, output / "training", overrides=settings, use_gpu=spec.gpu_id)
+    return time.perf_counter() - started
+
+
+def _metrics(spec: RunSpec, task: Task, config: str, settings: Dict[str, Any], train_seconds: float) -> dict:
+    """``metrics.json`` of a trained run, without its identity and environment: the test score of its
+    best pipeline (``output/training/model-best``), its protocol, how training ended, its config (file
+    name) and learned layer weights. settings: those it trained with; train_seconds: how long it took."""
+    import spacy
+    from spacy.training import Corpus
+
+    output = Path(spec.output)
+    nlp = spacy.load(output / "training" / "model-best")  # on the GPU train() selected, if any
+    scores = nlp.evaluate(Corpus(spec.corpus / "test.spacy", gold_preproc=spec.protocol.gold_preproc)(nlp))
+    return {
+        "dataset": spec.dataset,
+        "scheme": spec.scheme,
+        "seed": int(spec.seed),
+        "score": float(scores[task.metric]),
+        "metric": task.metric,
+        "train_seconds": round(train_seconds, 2),
+        "protocol": spec.protocol.describe(spec.architecture, spec.embed),
+        **how_it_ended(output / TRAIN_LOG, settings),
+        "max_steps": int(settings["training.max_steps"]),
+        "config": config,
+        "layer_weights": _layer_weights(nlp, task.component),
+    }
 
 
 def _check_overrides(overrides: Dict[str, object], settings: Dict[str, object], config_path: Path) -> None:

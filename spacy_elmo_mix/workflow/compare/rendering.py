@@ -10,12 +10,12 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..paper_table import LABEL as PAPER_LABEL
+from ..paper_table import NOT_RUN, paper_row
 from ..paper_table import SOURCE as PAPER_SOURCE
-from ..paper_table import paper_row
 from .loading import DATASETS, SCHEMES, Results, RunKey
 from .statistics import Cell, Table, dataset_order, scheme_order
 
-METRICS = {"ents_f": "F1", "tag_acc": "accuracy", "pos_acc": "accuracy"}
+METRICS = {"ents_f": "F1", "tag_acc": "accuracy", "pos_acc": "accuracy", "cats_acc": "accuracy", "dep_las": "LAS"}
 
 
 def _percent(cell: Cell, show_n: bool) -> str:
@@ -109,7 +109,7 @@ def _paper_cells(table: Table, dataset: str) -> Optional[List[str]]:
     if row is None:
         return None
     cells = [row.cell(s) for s in table.schemes] + (["–"] if table.converged else [])
-    return [PAPER_LABEL] + cells
+    return [row.label] + cells
 
 
 def _converged_cell(table: Table, dataset: str) -> List[str]:
@@ -163,7 +163,8 @@ def _paper_notes(table: Table) -> List[str]:
         "the biLM our runs name in their identity: hold the ranking of the schemes against the paper's, "
         "not the absolute scores."
     ]
-    return notes + [f"{PAPER_LABEL}, `{d}`: {row.note}" for d, row in rows.items() if row.note]
+    notes += [f"{row.label}, `{d}`: {row.note}" for d, row in rows.items() if row.note]
+    return notes + [NOT_RUN]
 
 
 def _layer_indices(scheme: str, n_weights: int) -> List[int]:
