@@ -59,6 +59,42 @@ def test_cache_holds_every_sequence_training_reads(tiny_model_files, data_dir, t
     assert set(environment["cpu_flags"]) <= cpu_flags()
 
 
+@pytest.mark.parametrize(
+    "dataset, source, component", [("sst5", "sst5", "textcat"), ("ud_ewt_parse", "ud_ewt", "parser")]
+)
+def test_textcat_and_parser_runs_read_every_layer_from_the_cache(
+    tiny_model_files, data_dir, tmp_path, dataset, source, component
+):
+    corpus = tmp_path / "corpus" / dataset
+    convert_dataset(dataset, data_dir / source, corpus, max_sentences=30)
+    options, weights = map(str, tiny_model_files)
+    cache_dir = tmp_path / "cache"
+    files = [str(corpus / f"{split}.spacy") for split in ("train", "dev", "test")]
+    argv = ["--options", options, "--weights", weights, "--cache-dir", str(cache_dir), "--dtype", "float16"]
+    assert cache_cli([*argv, "--gold-preproc", *files]) == 0
+    before = _cache_files(cache_dir)
+    tok2vec = f"components.{component}.model.tok2vec"
+    spec = RunSpec(
+        dataset,
+        "weighted12",
+        1,
+        tmp_path / "run",
+        tmp_path / "corpus",
+        options,
+        weights,
+        Protocol(patience_epochs=1, max_epochs=2),
+        cache_dir=str(cache_dir),
+        architecture="paper",
+        overrides={f"{tok2vec}.width": 16, f"{tok2vec}.depth": 1},
+    )
+    metrics = run_one(spec)
+    assert metrics["metric"] == ("cats_acc" if component == "textcat" else "dep_las")
+    assert 0.0 <= metrics["score"] <= 1.0 and metrics["epochs"] >= 1
+    assert metrics["config"] == f"{component}.cfg"
+    assert len(metrics["layer_weights"][component]["weights"]) == 2  # weighted12: the first two layers
+    assert _cache_files(cache_dir) == before  # no entry added: every layer came from the cache
+
+
 def test_cache_command_reports_float16_overflow_in_one_line(tiny_model_files, tmp_path, monkeypatch, capsys):
     import spacy
     from spacy.tokens import DocBin

@@ -193,6 +193,7 @@ def test_labelled_lines_give_one_class_per_doc(tmp_path):
         ("__label__6\tToo good .\n", r"bad:1: unknown class '6' \(the data set's classes: 1, 2, 3, 4, 5\)"),
         ("__label__3 no tab here\n", r"bad:1: expected LABEL<TAB>tokens separated by spaces"),
         ("__label__3\t   \n", r"bad:1: expected LABEL<TAB>tokens"),
+        ("__label__3\tone\ttwo\n", r"bad:1: expected LABEL<TAB>tokens separated by spaces \(one tab\)"),
     ],
 )
 def test_bad_labelled_lines_name_file_and_line(tmp_path, text, message):

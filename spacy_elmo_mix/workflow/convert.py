@@ -312,8 +312,10 @@ def read_labelled_lines(path: Path, stats: "ConvertStats", spec: DatasetSpec, en
             continue
         label, tab, text = line.partition("\t")
         words = [word for word in text.split(" ") if word]
-        if not tab or not words:
-            raise ConvertError(f"{path}:{number}: expected LABEL<TAB>tokens separated by spaces, found {line!r}")
+        if not tab or not words or "\t" in text:
+            raise ConvertError(
+                f"{path}:{number}: expected LABEL<TAB>tokens separated by spaces (one tab), found {line!r}"
+            )
         category = label.strip(COLUMN_SPACE).removeprefix(FASTTEXT_LABEL)
         yield Sentence(words, [], [number] * len(words), path, category=category)
 
