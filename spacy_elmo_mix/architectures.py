@@ -5,9 +5,9 @@ Architectures (``@architectures``):
   compute precision); v1 and v2 were never released and are gone.
 - ``spacy-elmo-mix.ElmoListener.v1``: a component's own mix of the shared component's layers.
 - ``spacy-elmo-mix.ElmoInline.v1``: a biLM inside the component's own model (no shared component).
-- ``spacy-elmo-mix.ElmoTok2Vec.v2``: ELMo vectors at a set scale (optionally with spaCy's hash
-  embeddings), a projection and a context encoder: the ``tok2vec`` of a tagger/NER/parser;
-  ``ElmoTok2Vec.v1`` is v2 with ELMo's vectors at their raw scale.
+- ``spacy-elmo-mix.ElmoTok2Vec.v2``: ELMo vectors at a set scale or their raw one (optionally with
+  spaCy's hash embeddings), a projection and a context encoder: the ``tok2vec`` of a
+  tagger/NER/parser; v1 was never released and is gone.
 - ``spacy-elmo-mix.BiLSTMTok2Vec.v1``: the paper's network up to its CRF (features -> BiLSTM layers).
 - ``spacy-elmo-mix.CRFTagger.v1``: the model of the ``crf_ner`` and ``crf_tagger`` components.
 Weighting schemes (``@layers``): ``spacy-elmo-mix.ScalarMix.v1``, ``spacy-elmo-mix.ConcatLayers.v1``,
@@ -106,34 +106,6 @@ def build_inline_v1(
     return ElmoInline(bilm, mixer)
 
 
-@registry.architectures("spacy-elmo-mix.ElmoTok2Vec.v1")
-def build_tok2vec_v1(
-    elmo: Model[List[Doc], List[Floats2d]],
-    width: int,
-    encoder: Model[List[Floats2d], List[Floats2d]],
-    embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
-    maxout_pieces: int = 3,
-    dropout: float = 0.0,
-) -> Model[List[Doc], List[Floats2d]]:
-    """ELMo vectors -> projection to ``width`` -> context ``encoder``: a tok2vec for any component.
-
-    elmo: an ``ElmoListener.v1`` or ``ElmoInline.v1`` block.
-    width: size of the projection (and the encoder's input).
-    encoder: e.g. ``spacy.MaxoutWindowEncoder.v2`` or ``spacy.TorchBiLSTMEncoder.v1`` (closest to
-        the paper's BiLSTM), with the same ``width``.
-    embed: optional spaCy embedding concatenated with ELMo before the projection (e.g.
-        ``spacy.MultiHashEmbed.v2`` over NORM/PREFIX/SUFFIX/SHAPE, with static vectors if present).
-    maxout_pieces: pieces of the Maxout projection. dropout: dropout after the projection.
-    """
-    features = elmo if embed is None else concatenate(elmo, embed)
-    projection: Model[List[Floats2d], List[Floats2d]] = with_array(
-        Maxout(width, nP=maxout_pieces, dropout=dropout, normalize=True)
-    )
-    model = chain(features, projection, encoder)
-    model.set_dim("nO", width)
-    return model
-
-
 @registry.architectures("spacy-elmo-mix.ElmoTok2Vec.v2")
 def build_tok2vec_v2(
     elmo: Model[List[Doc], List[Floats2d]],
@@ -144,21 +116,33 @@ def build_tok2vec_v2(
     dropout: float = 0.0,
     elmo_scale: Optional[float] = 0.1,
 ) -> Model[List[Doc], List[Floats2d]]:
-    """``ElmoTok2Vec.v1`` with the ELMo vectors brought to a set scale before the projection.
+    """ELMo vectors -> projection to ``width`` -> context ``encoder``: a tok2vec for any component.
 
+    elmo: an ``ElmoListener.v1`` or ``ElmoInline.v1`` block.
+    width: size of the projection (and the encoder's input).
+    encoder: e.g. ``spacy.MaxoutWindowEncoder.v2`` or ``spacy.TorchBiLSTMEncoder.v1`` (closest to
+        the paper's BiLSTM), with the same ``width``.
+    embed: optional spaCy embedding concatenated with ELMo before the projection (e.g.
+        ``spacy.MultiHashEmbed.v2`` over NORM/PREFIX/SUFFIX/SHAPE, with static vectors if present).
+    maxout_pieces: pieces of the Maxout projection. dropout: dropout after the projection.
     elmo_scale: each token's ELMo vector is normalized (mean 0, root mean square 1 over its
         dimensions) and multiplied by a learned scalar starting at this value, so ELMo's share of
         the projection's input no longer depends on the biLM's raw scale; spaCy's hash embeddings
         enter with root mean square 1. The default 0.1 lets the fast-learning hash embeddings lead
-        at short budgets; trained for many epochs, larger values or null did better (README,
-        "Feature scale"). null: raw ELMo vectors, as ``v1``.
-    elmo, width, encoder, embed, maxout_pieces, dropout: as in ``ElmoTok2Vec.v1``.
+        at short budgets; trained for many epochs, larger values or null did better
+        (docs/architectures.md, "Feature scale"). null: ELMo's vectors at their raw scale.
     """
     if elmo_scale is not None:
         if not elmo_scale > 0:
             raise ElmoConfigError(f"ElmoTok2Vec.v2: elmo_scale must be a positive number or null, got {elmo_scale!r}")
         elmo = chain(elmo, with_array(ScaledNorm(elmo_scale)))
-    return build_tok2vec_v1(elmo, width, encoder, embed, maxout_pieces, dropout)
+    features = elmo if embed is None else concatenate(elmo, embed)
+    projection: Model[List[Floats2d], List[Floats2d]] = with_array(
+        Maxout(width, nP=maxout_pieces, dropout=dropout, normalize=True)
+    )
+    model = chain(features, projection, encoder)
+    model.set_dim("nO", width)
+    return model
 
 
 @registry.architectures("spacy-elmo-mix.BiLSTMTok2Vec.v1")
