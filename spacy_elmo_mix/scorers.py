@@ -3,7 +3,9 @@
 spaCy's textcat scorer reports macro-averaged F (``cats_score``) and per-class figures; sentence
 classification results (SST-5 and the paper's lower half among them) are reported as accuracy: the
 share of docs whose highest-scoring class is their gold class. This scorer adds it as ``cats_acc``
-(a fraction, like spaCy's scores), so ``spacy train`` can select on it and ``spacy evaluate`` prints it.
+(a fraction, like spaCy's scores), so ``spacy train`` can select on it, and makes it the textcat's
+main score (``cats_score``, described by ``cats_score_desc`` as ``accuracy``), which is the textcat
+figure ``spacy evaluate`` prints; the macro F stays in ``cats_macro_f``.
 """
 
 from __future__ import annotations
@@ -37,10 +39,14 @@ def textcat_accuracy(examples: Iterable[Example]) -> Optional[float]:
 
 
 def score_textcat_with_accuracy(examples: Iterable[Example], **kwargs: Any) -> Dict[str, Any]:
-    """spaCy's exclusive-class textcat scores (``Scorer.score_cats``) and ``cats_acc``."""
+    """spaCy's exclusive-class textcat scores (``Scorer.score_cats``) with accuracy as ``cats_acc``
+    and as the main score ``cats_score`` (spaCy's own stays when no example has one gold class)."""
     examples = list(examples)
     scores = Scorer.score_cats(examples, "cats", multi_label=False, **kwargs)
-    scores["cats_acc"] = textcat_accuracy(examples)
+    accuracy = textcat_accuracy(examples)
+    scores["cats_acc"] = accuracy
+    if accuracy is not None:
+        scores.update(cats_score=accuracy, cats_score_desc="accuracy")
     return scores
 
 

@@ -5,6 +5,8 @@ own text classifiers take the listener as their tok2vec, and the accuracy scorer
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -67,6 +69,14 @@ def test_spacy_train_runs_the_shipped_config(task, tiny_model_files, corpora, tm
     assert max(abs(w - 1 / 3) for w in mix["weights"]) > 1e-5 or abs(mix["gamma"] - 1.0) > 1e-5
     nlp = spacy.load(tmp_path / "out" / "model-last")
     metric = "cats_acc" if task == "textcat" else "dep_las"
+    evaluated = subprocess.run(
+        [sys.executable, "-m", "spacy", "evaluate", str(tmp_path / "out" / "model-last"), str(dataset / "dev.spacy")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert ("TEXTCAT (accuracy)" if task == "textcat" else "LAS") in evaluated.stdout
     assert 0.0 <= nlp.meta["performance"][metric] <= 1.0
     assert nlp.meta["performance"][metric] == pytest.approx(records[-1]["score"])
     assert nlp.pipe_names == ["elmo", task]
@@ -178,8 +188,8 @@ def test_registered_scorer_adds_accuracy_to_spacys_scores():
     scorer = registry.scorers.get("spacy-elmo-mix.textcat_scorer.v1")()
     examples = [_example("a", {"a": 0.6, "b": 0.3, "c": 0.1}), _example("b", {"a": 0.6, "b": 0.3, "c": 0.1})]
     scores = scorer(examples, labels=["a", "b", "c"])
-    assert scores["cats_acc"] == 0.5
-    assert "cats_macro_f" in scores and "cats_score" in scores
+    assert scores["cats_acc"] == scores["cats_score"] == 0.5 and scores["cats_score_desc"] == "accuracy"
+    assert scores["cats_macro_f"] == pytest.approx((2 / 3 + 0 + 0) / 3)  # a: P 1/2 R 1; b: R 0; c: no gold
 
 
 def test_sst5_corpus_has_one_class_per_sentence(corpora):

@@ -22,8 +22,8 @@ ALLENNLP_LABEL = "↳ paper, AllenNLP's model (Reimers & Gurevych 2019)"
 NOT_RUN = (
     "rows of the paper's Table 1 not run here: ACE 2005 entities and events, and PTB constituency "
     "parsing (LDC licences: the data are not available here); SNLI (sentence pairs: no pair classifier "
-    "in this package); GENIA and AllenNLP GENIA (the copy of JNLPBA here lacks the training file); "
-    "AllenNLP NER is CoNLL-2003 with AllenNLP's own tagger, not a network of this package"
+    "in this package); GENIA and AllenNLP GENIA (no copy of GENIA/JNLPBA here: `own` runs it from "
+    "your copy); AllenNLP NER is CoNLL-2003 with AllenNLP's own tagger, not a network of this package"
 )
 # The paper's columns, in its order (our scheme ids).
 COLUMNS = ("layer1", "layer2", "layer3", "concat", "average", "weighted", "weighted12")
