@@ -11,6 +11,7 @@ mean loss over the global batch, as in a single process.
 from __future__ import annotations
 
 import datetime
+import gc
 import os
 from dataclasses import dataclass
 from typing import List, Sequence, TypeVar
@@ -110,7 +111,13 @@ def start(device: str) -> Cluster:
 
 
 def stop(cluster: Cluster) -> None:
-    """Leave the process group (after a last barrier, so that no rank exits while others still talk)."""
+    """Leave the process group (after a last barrier, so that no rank exits while others still talk).
+
+    Unreachable objects are collected first, so that a DDP model left in a reference cycle frees its
+    reducer and the gloo work it holds while the group still exists; freed at interpreter exit, after
+    the group is gone, they now and then made a rank abort (``terminate called without an active
+    exception``) on busy cores."""
     if cluster.distributed and dist.is_initialized():
+        gc.collect()
         dist.barrier()
         dist.destroy_process_group()
