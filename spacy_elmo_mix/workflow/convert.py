@@ -305,7 +305,7 @@ def read_labelled_lines(path: Path, stats: "ConvertStats", spec: DatasetSpec, en
 
     path: the file; stats: unused; spec: unused (the label is checked against its classes when the
     doc is made); encoding: the file's text encoding. Blank lines are skipped; the tokens are the
-    text split at single spaces (runs of spaces are one break); a leading ``__label__`` is dropped.
+    text split at spaces (a run of spaces is one break); a leading ``__label__`` is dropped.
     """
     for number, line in _numbered_lines(path, encoding):
         if not line.strip(COLUMN_SPACE):
