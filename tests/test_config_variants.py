@@ -33,13 +33,8 @@ VARIANTS: Dict[str, Tuple[str, Dict[str, str], List[str]]] = {
     "crf_tagger.cfg": (
         "crf_ner.cfg",
         {"crf_ner": "crf_tagger"},
-        [
-            "nlp.pipeline",
-            "components.crf_tagger.factory",
-            "components.crf_tagger.tag_scheme",
-            "components.crf_tagger.scorer",
-        ]
-        + ["training.score_weights"],
+        ["nlp.pipeline", "components.crf_tagger.factory", "components.crf_tagger.tag_scheme"]
+        + ["components.crf_tagger.scorer", "training.score_weights"],
     ),
     "crf_tagger_baseline.cfg": ("crf_tagger.cfg", {}, NO_ELMO + ["components.crf_tagger.model.tok2vec"]),
     "textcat.cfg": (
@@ -76,17 +71,12 @@ def _flat(node, prefix: str = "") -> Dict[str, object]:
     return flat
 
 
-def _renamed(text: str, renames: Dict[str, str]) -> str:
-    for old, new in renames.items():
-        text = text.replace(f"components.{old}.", f"components.{new}.")
-    return text
-
-
 def _load(name: str, renames: Dict[str, str]) -> Dict[str, object]:
-    text = _renamed((CONFIGS / name).read_text(encoding="utf-8"), renames)
-    for old, new in renames.items():  # section headers
-        text = text.replace(f"[components.{old}]", f"[components.{new}]").replace(
-            f"[components.{old}.", f"[components.{new}."
+    """Config ``name`` flattened, its components renamed by ``renames`` (sections and references)."""
+    text = (CONFIGS / name).read_text(encoding="utf-8")
+    for old, new in renames.items():
+        text = text.replace(f"components.{old}.", f"components.{new}.").replace(
+            f"[components.{old}]", f"[components.{new}]"
         )
     return _flat(Config().from_str(text, interpolate=False))
 
