@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -333,3 +334,32 @@ def test_a_selection_that_can_only_be_a_mistake_fails_in_one_line(tmp_path, caps
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "table.md").exists()
+
+
+def test_runs_whose_inputs_are_not_here_are_not_tabulated_over_the_table(tmp_path, monkeypatch, capsys):
+    """A fresh clone before ``convert``: the committed runs' corpus is not there, so they can be
+    neither checked nor called out of date; compare says so in one line and writes nothing, while
+    a changed corpus still only leaves its runs out."""
+    monkeypatch.chdir(tmp_path)
+    corpus = tmp_path / "corpus/wnut16/train.spacy"
+    corpus.parent.mkdir(parents=True)
+    corpus.write_bytes(b"corpus v1")
+    digest = hashlib.sha256(b"corpus v1").hexdigest()
+    for seed, score in enumerate(BEST[:2], start=1):
+        recorded = {**identity(seed), "files": {"corpus/wnut16/train.spacy": digest}}
+        write_run(tmp_path / "results", "wnut16", "weighted", seed, score, identity=recorded)
+    write_run(tmp_path / "results", "conll2003", "weighted", 1, 0.9, identity=identity(1))
+    assert compare("results").results.runs[-1].dataset == "wnut16"  # current: tabulated
+    table = tmp_path / "results/table.md"
+    before = table.read_bytes()
+    corpus.unlink()
+    assert cli(["compare", "--results", "results"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "error: cannot check the runs of wnut16 (corpus/wnut16/train.spacy not found): run their convert "
+        "step first, or leave them out of --datasets"
+    ]
+    assert table.read_bytes() == before
+    assert cli(["compare", "--results", "results", "--datasets", "conll2003"]) == 0
+    corpus.write_bytes(b"corpus v2")
+    missing = compare("results").results.missing
+    assert missing[("wnut16", "weighted", 1)].startswith("out of date: corpus/wnut16/train.spacy changed")

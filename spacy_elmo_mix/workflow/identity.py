@@ -9,7 +9,8 @@ A run's identity is a JSON object::
      "seed": 1}
 
 The grid reruns a job when the command it would run now differs from the recorded one, or when any
-recorded file's content changed; ``compare`` leaves out (and lists) runs whose files changed. Hashes
+recorded file's content changed; ``compare`` leaves out (and lists) runs whose files changed, and
+refuses to tabulate runs whose files it cannot find (an unchecked run is not a current one). Hashes
 are memoized per (path, size, mtime), so checking a grid of runs on the same files hashes each once.
 Identities name no machine: a clone of the project in another folder, with another interpreter,
 checks the committed runs against its own files.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Dict, Iterable, Optional, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 PathLike = Union[str, Path]
 # The environment variable through which the grid tells a job the command it runs (its identity).
@@ -78,6 +79,18 @@ def make_identity(command: Optional[str], settings: dict, files: Iterable[PathLi
         "files": {portable_path(p): file_sha256(p) for p in files},
         "seed": int(seed),
     }
+
+
+def absent_inputs(identity: object, base: Optional[PathLike] = None) -> List[str]:
+    """The files a recorded identity names that cannot be read now, as the identity names them.
+
+    identity: the ``identity`` object of a metrics.json (anything else: none absent); base: as for
+    :func:`stale_reason`. A run with an absent input can be neither trusted nor called out of date.
+    """
+    files = identity.get("files") if isinstance(identity, dict) else None
+    if not isinstance(files, dict):
+        return []
+    return [path for path in files if file_sha256(local_path(path, base)) is None]
 
 
 def stale_reason(identity: object, command: Optional[str] = None, base: Optional[PathLike] = None) -> Optional[str]:

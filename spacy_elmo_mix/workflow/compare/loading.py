@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 from ...errors import ElmoFileError, ElmoInputError
 from ..convert import load_datasets
 from ..grid import run_folders
-from ..identity import stale_reason
+from ..identity import absent_inputs, stale_reason
 from ..run import BASELINE
 
 PathLike = Union[str, Path]
@@ -201,9 +201,11 @@ def load_results(
     value found in any run); runs outside it are not read. A run folder without a readable
     metrics.json, or whose recorded input files changed since it ran (``workflow.identity``), counts
     as missing; the finished runs are then pooled by :func:`pool_runs`. A missing folder raises
-    ElmoFileError.
+    ElmoFileError, and so do runs whose recorded input files are not here (:func:`absent_inputs`: a
+    fresh clone before ``convert``), since they can be neither checked nor called out of date.
     """
     results, unchecked = Results(), 0
+    absent: Dict[str, str] = {}  # dataset -> the first input file of its runs that is not here
     if not Path(results_dir).is_dir():
         raise ElmoFileError(f"{results_dir}: no such results folder")
     selected: Tuple[Set[str], Set[str], Set[int]] = (
@@ -231,6 +233,9 @@ def load_results(
             continue
         if "identity" not in data:
             unchecked += 1
+        elif absent_inputs(data["identity"]):
+            absent.setdefault(key[0], absent_inputs(data["identity"])[0])
+            continue
         elif stale_reason(data["identity"]) is not None:
             results.missing[key] = f"out of date: {stale_reason(data['identity'])} since it ran (rerun the grid)"
             continue
@@ -238,6 +243,12 @@ def load_results(
         note = add_extras(run, data, metrics)
         if note:
             results.notes.append(note)
+    if absent:
+        raise ElmoFileError(
+            "cannot check the runs of "
+            + ", ".join(f"{dataset} ({path} not found)" for dataset, path in sorted(absent.items()))
+            + ": run their convert step first, or leave them out of --datasets"
+        )
     grid_datasets = datasets or sorted({k[0] for k in found})
     grid_schemes = schemes or sorted({k[1] for k in found})
     grid_seeds = seeds or sorted({k[2] for k in found})
