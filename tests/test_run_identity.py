@@ -16,7 +16,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.vocab import Vocab
 
 from spacy_elmo_mix.__main__ import main as cli
-from spacy_elmo_mix.errors import ElmoInputError
+from spacy_elmo_mix.errors import ElmoFileError, ElmoInputError
 from spacy_elmo_mix.workflow.compare import compare
 from spacy_elmo_mix.workflow.convert import convert_dataset
 from spacy_elmo_mix.workflow.grid import run_grid
@@ -88,6 +88,26 @@ def test_a_clone_in_another_folder_keeps_the_committed_runs(tmp_path, monkeypatc
     time.sleep(0.01)
     Path("corpus/train.spacy").write_bytes(b"corpus v2")
     assert {r.rerun for r in grid(Path("results"), "corpus/train.spacy", 10).results} == {"corpus/train.spacy changed"}
+
+
+def test_a_clone_before_convert_fails_in_one_line_and_sets_no_result_aside(tmp_path, capsys):
+    """Committed runs whose corpus is not here (yet) cannot be checked: the grid says so before it
+    moves anything (each rerun would only fail, its committed metrics.json set aside as stale); a
+    changed command still reruns them."""
+    results, data = tmp_path / "results", tmp_path / "train.spacy"
+    data.write_bytes(b"corpus v1")
+    assert grid(results, data, 10).count("ok") == 2
+    committed = {path: path.read_bytes() for path in results.rglob("metrics.json")}
+    data.unlink()
+    with pytest.raises(ElmoFileError) as failure:
+        grid(results, data, 10)
+    assert str(failure.value) == (
+        f"cannot check the runs of d ({data} not found): run their convert step first, or leave them out of --datasets"
+    )
+    assert {path: path.read_bytes() for path in results.rglob("metrics.json")} == committed
+    assert not list(results.rglob("metrics.stale.json"))
+    data.write_bytes(b"corpus v1")
+    assert {r.rerun for r in grid(results, data, 20).results} == {"its command changed"}
 
 
 def test_package_files_are_named_relative_to_the_package():

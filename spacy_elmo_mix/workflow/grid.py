@@ -11,8 +11,11 @@ arguments); it must write its evaluation to ``{output}/metrics.json`` (keys: see
 A job is done when its ``metrics.json`` exists and its identity is current: the command the grid
 would run now (``{output}`` left as a placeholder) equals the recorded one and every file the run
 recorded (corpus, config, biLM) is unchanged. Otherwise the old ``metrics.json`` is renamed
-``metrics.stale.json`` (so a failed rerun leaves no result that looks current) and the job reruns. The job learns its command from the ``SPACY_ELMO_MIX_RUN_COMMAND`` environment variable
-(``python -m spacy_elmo_mix run`` records it); a job that records no identity gets the command alone.
+``metrics.stale.json`` (so a failed rerun leaves no result that looks current) and the job reruns;
+but when a recorded file is not found under an unchanged command (a clone before ``convert``), the
+grid raises ElmoFileError before it renames anything. The job learns its command from the
+``SPACY_ELMO_MIX_RUN_COMMAND`` environment variable (``python -m spacy_elmo_mix run`` records it);
+a job that records no identity gets the command alone.
 
 Backends:
 
@@ -51,9 +54,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union, cast
 
 from ..atomic import atomic_write, write_text_atomic
-from ..errors import ElmoInputError
+from ..errors import ElmoFileError, ElmoInputError
 from .environment import cpu_environment
-from .identity import COMMAND_ENV, stale_reason
+from .identity import COMMAND_ENV, absent_inputs, absent_inputs_message, stale_reason
 from .protocol import TRAIN_LOG
 
 PathLike = Union[str, Path]
@@ -240,18 +243,38 @@ def _read_identity(metrics: Path) -> Tuple[Optional[dict], object]:
     return (data, data.get("identity")) if isinstance(data, dict) else (None, None)
 
 
-def _check_done(job: Job, make_command: MakeCommand, results_dir: Path, cwd: Optional[PathLike]) -> Tuple[bool, str]:
-    """(whether the job's result is current, why it is not; cwd: the folder local jobs work in); an
-    out-of-date metrics.json is moved to ``metrics.stale.json`` (kept for reference, never read as a
-    result)."""
+def _staleness(
+    job: Job, make_command: MakeCommand, results_dir: Path, cwd: Optional[PathLike]
+) -> Tuple[Optional[str], List[str]]:
+    """Why the job's metrics.json is not current (None: it is; "": there is none), and, when its
+    command is unchanged, the recorded input files not found (cwd: the folder local jobs work in);
+    reads only."""
     metrics = job.run_dir(results_dir) / "metrics.json"
     if not metrics.exists():
-        return False, ""
-    reason = stale_reason(_read_identity(metrics)[1], identity_command(job, make_command), cwd)
-    if reason is None:
-        return True, ""
-    metrics.replace(metrics.with_name(STALE_METRICS))
-    return False, reason
+        return "", []
+    identity = _read_identity(metrics)[1]
+    command = identity_command(job, make_command)
+    reason = stale_reason(identity, command, cwd)
+    unchanged = isinstance(identity, dict) and identity.get("command") == command
+    return reason, absent_inputs(identity, cwd) if reason and unchanged else []
+
+
+def _check_done(
+    jobs: Sequence[Job], make_command: MakeCommand, results_dir: Path, cwd: Optional[PathLike]
+) -> Dict[Job, Optional[str]]:
+    """Each job's :func:`_staleness` reason; out-of-date metrics.json files are then moved to
+    ``metrics.stale.json`` (kept for reference, never read as a result). Runs whose inputs are not
+    here (a fresh clone before ``convert``) raise ElmoFileError before anything is moved: rerun, each
+    would only fail, and their results would be set aside."""
+    checks = {job: _staleness(job, make_command, results_dir, cwd) for job in jobs}
+    absent = {job.dataset: files[0] for job, (_, files) in checks.items() if files}
+    if absent:
+        raise ElmoFileError(absent_inputs_message(absent))
+    for job, (reason, _) in checks.items():
+        if reason:
+            metrics = job.run_dir(results_dir) / "metrics.json"
+            metrics.replace(metrics.with_name(STALE_METRICS))
+    return {job: reason for job, (reason, _) in checks.items()}
 
 
 def _stamp_identity(result: JobResult, make_command: MakeCommand, results_dir: Path) -> JobResult:
@@ -529,11 +552,9 @@ def run_grid(
     make_command = CommandTemplate(make_command) if isinstance(make_command, str) else make_command
     results_dir = Path(results_dir)
     jobs = grid_jobs(datasets, schemes, seeds)
-    done, reruns = {}, {}
-    for job in jobs:
-        current, reruns[job] = _check_done(job, make_command, results_dir, cwd if backend == "local" else None)
-        if current:
-            done[job] = JobResult(job, "skipped")
+    reasons = _check_done(jobs, make_command, results_dir, cwd if backend == "local" else None)
+    done = {job: JobResult(job, "skipped") for job, reason in reasons.items() if reason is None}
+    reruns = {job: reason or "" for job, reason in reasons.items()}
     todo = [job for job in jobs if job not in done]
     workers = max_workers or free_cores()
     if progress and todo:

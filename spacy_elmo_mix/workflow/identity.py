@@ -93,6 +93,13 @@ def absent_inputs(identity: object, base: Optional[PathLike] = None) -> List[str
     return [path for path in files if file_sha256(local_path(path, base)) is None]
 
 
+def absent_inputs_message(absent: Dict[str, str]) -> str:
+    """The one-line error for runs whose recorded inputs are not here; absent: dataset -> the first
+    such file of its runs (as :func:`absent_inputs` names it)."""
+    runs = ", ".join(f"{dataset} ({path} not found)" for dataset, path in sorted(absent.items()))
+    return f"cannot check the runs of {runs}: run their convert step first, or leave them out of --datasets"
+
+
 def stale_reason(identity: object, command: Optional[str] = None, base: Optional[PathLike] = None) -> Optional[str]:
     """Why a recorded identity no longer matches (None: it is current).
 

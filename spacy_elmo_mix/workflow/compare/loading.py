@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 from ...errors import ElmoFileError, ElmoInputError
 from ..convert import load_datasets
 from ..grid import run_folders
-from ..identity import absent_inputs, stale_reason
+from ..identity import absent_inputs, absent_inputs_message, stale_reason
 from ..run import BASELINE
 
 PathLike = Union[str, Path]
@@ -244,11 +244,7 @@ def load_results(
         if note:
             results.notes.append(note)
     if absent:
-        raise ElmoFileError(
-            "cannot check the runs of "
-            + ", ".join(f"{dataset} ({path} not found)" for dataset, path in sorted(absent.items()))
-            + ": run their convert step first, or leave them out of --datasets"
-        )
+        raise ElmoFileError(absent_inputs_message(absent))
     grid_datasets = datasets or sorted({k[0] for k in found})
     grid_schemes = schemes or sorted({k[1] for k in found})
     grid_seeds = seeds or sorted({k[2] for k in found})
