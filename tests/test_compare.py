@@ -356,7 +356,7 @@ def test_runs_whose_inputs_are_not_here_are_not_tabulated_over_the_table(tmp_pat
     assert cli(["compare", "--results", "results"]) == 1
     assert capsys.readouterr().err.splitlines() == [
         "error: cannot check the runs of wnut16 (corpus/wnut16/train.spacy not found): run their convert "
-        "step first, or leave them out of --datasets"
+        "step (or restore the file) first, or leave them out of --datasets"
     ]
     assert table.read_bytes() == before
     assert cli(["compare", "--results", "results", "--datasets", "conll2003"]) == 0

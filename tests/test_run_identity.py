@@ -102,7 +102,7 @@ def test_a_clone_before_convert_fails_in_one_line_and_sets_no_result_aside(tmp_p
     with pytest.raises(ElmoFileError) as failure:
         grid(results, data, 10)
     assert str(failure.value) == (
-        f"cannot check the runs of d ({data} not found): run their convert step first, or leave them out of --datasets"
+        f"cannot check the runs of d ({data} not found): run their convert step (or restore the file) first, or leave them out of --datasets"
     )
     assert {path: path.read_bytes() for path in results.rglob("metrics.json")} == committed
     assert not list(results.rglob("metrics.stale.json"))

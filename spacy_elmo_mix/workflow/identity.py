@@ -97,7 +97,7 @@ def absent_inputs_message(absent: Dict[str, str]) -> str:
     """The one-line error for runs whose recorded inputs are not here; absent: dataset -> the first
     such file of its runs (as :func:`absent_inputs` names it)."""
     runs = ", ".join(f"{dataset} ({path} not found)" for dataset, path in sorted(absent.items()))
-    return f"cannot check the runs of {runs}: run their convert step first, or leave them out of --datasets"
+    return f"cannot check the runs of {runs}: run their convert step (or restore the file) first, or leave them out of --datasets"
 
 
 def stale_reason(identity: object, command: Optional[str] = None, base: Optional[PathLike] = None) -> Optional[str]:

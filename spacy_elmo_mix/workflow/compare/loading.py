@@ -233,8 +233,8 @@ def load_results(
             continue
         if "identity" not in data:
             unchecked += 1
-        elif absent_inputs(data["identity"]):
-            absent.setdefault(key[0], absent_inputs(data["identity"])[0])
+        elif gone := absent_inputs(data["identity"]):
+            absent.setdefault(key[0], gone[0])
             continue
         elif stale_reason(data["identity"]) is not None:
             results.missing[key] = f"out of date: {stale_reason(data['identity'])} since it ran (rerun the grid)"
